@@ -1,0 +1,8 @@
+"""Every environment variable neuronsim reads, in one place (CLI help texts name these too)."""
+
+NEURON_SIM = "NEURON_SIM"  # "1" enables the emulated neuron device at `import torch`
+NEURON_SIM_CHIP = "NEURON_SIM_CHIP"  # trn2 | trn3 | path to a chip .toml
+NEURON_SIM_NUMERICS = "NEURON_SIM_NUMERICS"  # exact | fast
+NEURON_SIM_EXECUTOR = "NEURON_SIM_EXECUTOR"  # numba | reference
+NEURON_SIM_UNINITIALIZED = "NEURON_SIM_UNINITIALIZED"  # nan | zero | error
+NEURON_SIM_SEED = "NEURON_SIM_SEED"  # integer seed for simulated randomness
