@@ -79,6 +79,8 @@ class ChipSpec:
     dma_queues_per_engine: int
     dma_engine_bandwidth_bytes_per_s: float
     dma_fixed_cost_ns: float
+    dma_transpose_hbm_efficiency: float
+    dma_transpose_sbuf_efficiency: float
 
     sources: Mapping[str, ChipValue] = field(default_factory=dict, repr=False, compare=False)
 

@@ -1,0 +1,20 @@
+"""The engines. Each module owns its instructions: checks, semantics and cost side by side."""
+
+from neuronsim.sim.engines import dma, gpsimd, scalar, tensor, vector, vector_reduce
+from neuronsim.sim.engines.common import OpDef
+
+ENGINE_MODULES = (tensor, vector, vector_reduce, scalar, gpsimd, dma)
+
+
+def _collect() -> dict:
+    table: dict = {}
+    for module in ENGINE_MODULES:
+        for opdef in module.OPS:
+            if opdef.opcode in table:
+                raise AssertionError(f"{opdef.opcode.name} is defined by two engine modules")
+            table[opdef.opcode] = opdef
+    return table
+
+
+OPDEFS: dict = _collect()
+__all__ = ["OPDEFS", "OpDef", "ENGINE_MODULES"]

@@ -1,0 +1,37 @@
+"""The NeuronCore simulator: IR, chips, memories, engines, scheduler and executors.
+
+This package never imports torch, click or rich.
+
+    from neuronsim import sim
+    result = sim.run(program, {"a": a, "b": b}, chip="trn2")
+    result.outputs["out"], result.timeline.total_ns
+"""
+
+from neuronsim.sim._numba_cache import neuronsim_cache_dir
+
+with neuronsim_cache_dir():
+    # Every module defining Numba functions is imported here, inside the cache context.
+    from neuronsim.sim.memory import numerics  # noqa: F401
+    from neuronsim.sim.memory import access  # noqa: F401
+    from neuronsim.sim import engines  # noqa: F401
+    from neuronsim.sim import schedule  # noqa: F401
+    from neuronsim.sim import execute_numba  # noqa: F401
+
+from neuronsim.sim.api import Prepared, RunResult, prepare, run  # noqa: E402
+from neuronsim.sim.ir import (  # noqa: E402
+    AccessPattern,
+    ActFunc,
+    AluOp,
+    Engine,
+    Instruction,
+    Memory,
+    Opcode,
+    Program,
+    ProgramBuilder,
+    TensorDecl,
+)
+
+__all__ = [
+    "AccessPattern", "ActFunc", "AluOp", "Engine", "Instruction", "Memory", "Opcode", "Prepared",
+    "Program", "ProgramBuilder", "RunResult", "TensorDecl", "prepare", "run",
+]

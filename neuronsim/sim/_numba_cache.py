@@ -1,0 +1,60 @@
+"""Numba's disk cache for neuronsim's kernels, keyed by a hash of the simulator's sources.
+
+Numba invalidates a cached function when its own file changes, not when a function it calls
+(in another file) does, so an edited engine could keep running stale machine code. Caching every
+neuronsim kernel in a directory named after the hash of all of ``neuronsim/sim`` makes any source
+change start a fresh cache. Only our own functions are redirected: the directory is set while
+neuronsim's modules are decorated, then restored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+import numba
+
+_SIM_DIR = Path(__file__).parent
+_CACHE_ROOT_ENV = "NEURON_SIM_CACHE_DIR"
+
+
+def _sources_hash() -> str:
+    h = hashlib.sha256(numba.__version__.encode())
+    for path in sorted(_SIM_DIR.rglob("*.py")):
+        h.update(str(path.relative_to(_SIM_DIR)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    root = os.environ.get(_CACHE_ROOT_ENV)
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "neuronsim" / "numba"
+
+
+def _prepare_dir() -> Path:
+    root = cache_root()
+    target = root / _sources_hash()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for old in root.iterdir():  # older source versions will never be used again
+            if old.is_dir() and old != target:
+                shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        pass  # read-only home: numba falls back to no caching for unwritable dirs
+    return target
+
+
+@contextlib.contextmanager
+def neuronsim_cache_dir() -> Iterator[None]:
+    saved = numba.config.CACHE_DIR
+    numba.config.CACHE_DIR = str(_prepare_dir())
+    try:
+        yield
+    finally:
+        numba.config.CACHE_DIR = saved

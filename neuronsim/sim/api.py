@@ -1,0 +1,110 @@
+"""The simulator's front door: ``prepare`` a Program once, ``run`` it on arrays many times.
+
+``prepare`` places on-chip tensors, validates every instruction, encodes the Program for the
+Numba executor and schedules it (timing is data-independent). The result is cached per Program,
+chip and uninitialized-memory policy, so running a Program again costs only the execution.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from neuronsim.options import current as current_options
+from neuronsim.sim import execute_numba, execute_reference
+from neuronsim.sim.chips import ChipSpec, get_chip
+from neuronsim.sim.encoding import encode_instruction, encode_rows
+from neuronsim.sim.engines import OPDEFS
+from neuronsim.sim.ir import Memory, Program
+from neuronsim.sim.memory.access import RefMemory
+from neuronsim.sim.memory.layout import Placement, place_tensors
+from neuronsim.sim.memory.state import bind_hbm, core_memory
+from neuronsim.sim.schedule import Timeline, schedule_program
+from neuronsim.sim.validate import check_initialized, validate_program
+
+
+@dataclass(frozen=True)
+class Prepared:
+    program: Program
+    chip: ChipSpec
+    placement: Placement
+    timeline: Timeline
+    itab: np.ndarray
+    ftab: np.ndarray
+
+
+@dataclass(frozen=True)
+class RunResult:
+    outputs: dict[str, np.ndarray]  # HBM tensors of kind output / inout, by name
+    timeline: Timeline
+    prepared: Prepared
+
+
+_prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def prepare(program: Program, chip: str | ChipSpec | None = None, *, uninitialized_memory: str | None = None
+            ) -> Prepared:
+    opts = current_options()
+    spec = get_chip(opts.chip if chip is None else chip)
+    policy = opts.uninitialized_memory if uninitialized_memory is None else uninitialized_memory
+    key = (spec.name, id(spec), policy == "error")
+    with _lock:
+        per_program = _prepared.setdefault(program, {})
+        hit = per_program.get(key)
+    if hit is not None:
+        return hit
+    placement = place_tensors(program, spec)
+    validate_program(program, spec, placement)
+    if policy == "error":
+        check_initialized(program, placement, spec)
+    pitch = {Memory.SBUF: spec.sbuf_bytes_per_partition, Memory.PSUM: spec.psum_bytes_per_partition}
+    rows, frows = [], []
+    for ins in program.instructions:
+        ints, floats = OPDEFS[ins.opcode].encode(ins)
+        row, frow = encode_instruction(ins, pitch, ints, floats)
+        rows.append(row)
+        frows.append(frow)
+    itab, ftab = encode_rows(rows, frows)
+    prepared = Prepared(program, spec, placement, schedule_program(program, spec, placement), itab, ftab)
+    with _lock:
+        per_program[key] = prepared
+    return prepared
+
+
+def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, executor: str | None = None,
+        uninitialized_memory: str | None = None) -> RunResult:
+    """Run ``program`` on host arrays (HBM tensors, used in place) and return outputs + timeline."""
+    opts = current_options()
+    policy = opts.uninitialized_memory if uninitialized_memory is None else uninitialized_memory
+    which = opts.executor if executor is None else executor
+    prep = prepare(program, chip, uninitialized_memory=policy)
+    hbm = bind_hbm(program, arrays)
+    core = core_memory(prep.chip)
+    core.reset(program, prep.placement, policy)
+    if which == "reference":
+        buffers, offsets = [], []
+        for t in program.tensors:
+            if t.memory is Memory.HBM:
+                buffers.append(hbm[t.id].reshape(-1).view(np.uint8))
+                offsets.append(0)
+            else:
+                buf, off = core.on_chip_base(t, prep.placement)
+                buffers.append(buf)
+                offsets.append(off)
+        execute_reference.execute(program, RefMemory(buffers, offsets, core.pitch))
+    else:
+        bases = np.empty(len(program.tensors), dtype=np.int64)
+        for t in program.tensors:
+            if t.memory is Memory.HBM:
+                bases[t.id] = hbm[t.id].ctypes.data
+            else:
+                buf, off = core.on_chip_base(t, prep.placement)
+                bases[t.id] = buf.ctypes.data + off
+        execute_numba.execute(prep.itab, prep.ftab, bases)
+    outputs = {t.name: hbm[t.id] for t in program.hbm_tensors() if t.kind in ("output", "inout")}
+    return RunResult(outputs, prep.timeline, prep)

@@ -1,0 +1,3 @@
+"""TensorE: instruction checks, semantics (numpy reference and Numba) and costs. (being written)"""
+
+OPS = []

@@ -1,0 +1,3 @@
+"""VectorE: instruction checks, semantics (numpy reference and Numba) and costs. (being written)"""
+
+OPS = []

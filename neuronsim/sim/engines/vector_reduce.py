@@ -1,0 +1,3 @@
+"""VectorE reductions and statistics: checks, semantics (numpy reference and Numba) and costs. (being written)"""
+
+OPS = []

@@ -1,0 +1,104 @@
+"""One NeuronCore's memories at run time: SBUF and PSUM byte arrays, and HBM bound to host arrays.
+
+HBM tensors are the caller's numpy arrays, used in place (a torch tensor's memory can be handed
+in zero-copy). SBUF and PSUM are ``[partitions, bytes_per_partition]`` uint8 arrays kept per
+chip and reused, because allocating 28 MiB per kernel would dominate small kernels; before each
+run only the bytes the Program uses are reset to the uninitialized-memory fill.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from neuronsim.errors import InputError
+from neuronsim.sim.chips import ChipSpec
+from neuronsim.sim.dtypes import DType
+from neuronsim.sim.ir import Memory, Program, TensorDecl
+from neuronsim.sim.memory.layout import Placement
+
+# 0xFF bytes are a NaN in every float format and -1 in every signed int (S30: AWS's simulator
+# fills new tensors with NaN to expose uninitialized reads).
+FILL_BYTE = {"nan": 0xFF, "zero": 0x00, "error": 0xFF}
+
+
+class CoreMemory:
+    def __init__(self, chip: ChipSpec):
+        self.chip = chip
+        self.sbuf = np.zeros((chip.partitions, chip.sbuf_bytes_per_partition), dtype=np.uint8)
+        self.psum = np.zeros((chip.partitions, chip.psum_bytes_per_partition), dtype=np.uint8)
+        self.pitch = {Memory.SBUF: self.sbuf.shape[1], Memory.PSUM: self.psum.shape[1]}
+
+    def reset(self, program: Program, placement: Placement, policy: str) -> None:
+        fill = FILL_BYTE[policy]
+        for t in program.tensors:
+            if t.memory is Memory.HBM:
+                continue
+            mem = self.sbuf if t.memory is Memory.SBUF else self.psum
+            start, off = placement.start_partition[t.id], placement.byte_offset[t.id]
+            mem[start:start + t.partitions, off:off + t.bytes_per_partition] = fill
+
+    def on_chip_base(self, t: TensorDecl, placement: Placement) -> tuple[np.ndarray, int]:
+        mem = self.sbuf if t.memory is Memory.SBUF else self.psum
+        offset = placement.start_partition[t.id] * mem.shape[1] + placement.byte_offset[t.id]
+        return mem.reshape(-1), offset
+
+
+_per_thread = threading.local()
+
+
+def core_memory(chip: ChipSpec) -> CoreMemory:
+    """The calling thread's core memory for ``chip`` (threads model separate cores, e.g. LNC=2)."""
+    cache = getattr(_per_thread, "cores", None)
+    if cache is None:
+        cache = _per_thread.cores = {}
+    mem = cache.get(chip.name)
+    if mem is None or mem.chip is not chip:
+        mem = cache[chip.name] = CoreMemory(chip)
+    return mem
+
+
+def bind_hbm(program: Program, arrays) -> dict[int, np.ndarray]:
+    """Host arrays for every HBM tensor: the caller's (checked), or new zeroed ones.
+
+    ``arrays`` is a mapping by tensor name or a sequence in the order of ``program.hbm_tensors()``
+    (inputs and outputs alike; outputs and scratch may be omitted from a mapping).
+    """
+    hbm = program.hbm_tensors()
+    if arrays is None:
+        arrays = {}
+    if not isinstance(arrays, dict):
+        arrays = list(arrays)
+        if len(arrays) > len(hbm):
+            raise InputError(f"program '{program.name}' has {len(hbm)} HBM tensors, got {len(arrays)} arrays")
+        arrays = {t.name: a for t, a in zip(hbm, arrays)}
+    unknown = set(arrays) - {t.name for t in hbm}
+    if unknown:
+        raise InputError(f"program '{program.name}' has no HBM tensor named {sorted(unknown)}")
+    bound: dict[int, np.ndarray] = {}
+    for t in hbm:
+        a = arrays.get(t.name)
+        if a is None:
+            if t.kind in ("input", "inout"):
+                raise InputError(f"program '{program.name}': no array given for input {t.describe()}")
+            bound[t.id] = np.zeros(t.shape, dtype=t.dtype.numpy)
+            continue
+        bound[t.id] = check_array(t, a)
+    return bound
+
+
+def check_array(t: TensorDecl, a) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise InputError(f"{t.describe()}: expected a numpy array, got {type(a).__name__}")
+    expected = np.dtype(np.float32) if t.dtype is DType.tfloat32 else t.dtype.numpy
+    if a.dtype != expected:
+        raise InputError(f"{t.describe()}: array dtype is {a.dtype}, expected {expected}")
+    if a.size != t.num_elements:
+        raise InputError(f"{t.describe()}: array has shape {a.shape} ({a.size} elements), "
+                         f"expected {t.num_elements} elements")
+    if not a.flags.c_contiguous:
+        raise InputError(f"{t.describe()}: array must be C-contiguous (HBM tensors are row-major buffers)")
+    if not a.flags.writeable and t.kind in ("output", "inout", "scratch"):
+        raise InputError(f"{t.describe()}: array is read-only but the program writes it")
+    return a
