@@ -33,6 +33,10 @@ class SimOptions:
     executor: str = "numba"
     uninitialized_memory: str = "nan"
     seed: int = 0
+    # Simulated HBM bytes of one logical core; None = the chip's figure (small values for tests).
+    hbm_bytes: int | None = None
+    # As on TorchNeuron: float64/int64 device ops compute in 32 bits and cast back.
+    cast_64bit: bool = True
 
     def __post_init__(self) -> None:
         for name, allowed in (
@@ -45,6 +49,12 @@ class SimOptions:
                 raise OptionError(f"option {name}={value!r} is not one of {allowed}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise OptionError(f"option seed={self.seed!r} must be an integer")
+        if self.hbm_bytes is not None and (
+            not isinstance(self.hbm_bytes, int) or isinstance(self.hbm_bytes, bool) or self.hbm_bytes < 0
+        ):
+            raise OptionError(f"option hbm_bytes={self.hbm_bytes!r} must be a non-negative integer or None")
+        if not isinstance(self.cast_64bit, bool):
+            raise OptionError(f"option cast_64bit={self.cast_64bit!r} must be True or False")
         if not isinstance(self.chip, str) or not self.chip:
             raise OptionError(f"option chip={self.chip!r} must be a chip name or a path to a chip file")
 
@@ -61,7 +71,12 @@ _ENV_FIELDS = {
     env.NEURON_SIM_EXECUTOR: "executor",
     env.NEURON_SIM_UNINITIALIZED: "uninitialized_memory",
     env.NEURON_SIM_SEED: "seed",
+    env.NEURON_SIM_HBM_BYTES: "hbm_bytes",
+    env.NEURON_SIM_CAST_64BIT: "cast_64bit",
 }
+_INT_FIELDS = ("seed", "hbm_bytes")
+_BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True}
+_BOOL_WORDS |= {"0": False, "false": False, "no": False, "off": False}
 
 
 def from_environment(environ: os._Environ | dict | None = None) -> SimOptions:
@@ -71,11 +86,16 @@ def from_environment(environ: os._Environ | dict | None = None) -> SimOptions:
         raw = environ.get(var)
         if raw is None or raw == "":
             continue
-        if name == "seed":
+        if name in _INT_FIELDS:
             try:
                 changes[name] = int(raw)
             except ValueError:
                 raise OptionError(f"{var}={raw!r} must be an integer") from None
+        elif name == "cast_64bit":
+            word = raw.strip().lower()
+            if word not in _BOOL_WORDS:
+                raise OptionError(f"{var}={raw!r} must be one of {sorted(_BOOL_WORDS)}")
+            changes[name] = _BOOL_WORDS[word]
         else:
             changes[name] = raw.strip().lower() if name != "chip" else raw.strip()
     try:

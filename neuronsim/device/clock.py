@@ -1,0 +1,145 @@
+"""The simulated device clock of each logical NeuronCore.
+
+Every op on the device appends to its clock; the clock's ``now_ns`` is simulated device time, not
+wall time, so it is the same on every run. A host-fallback op is charged as separate entries: the
+launch/dispatch overhead, the copy of its inputs to the host and the copy of its results back over
+the host link (half a host round trip each way, plus bytes / link bandwidth). The host computation
+itself is not device time and is not modelled. Native kernels (the simulator) charge their own
+schedule through :meth:`DeviceClock.charge_kernel`. Costs come from the chip data, never inline.
+
+Records are kept in a bounded ring (the newest ``capacity``); totals are exact regardless.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import NamedTuple
+
+from neuronsim.device import settings
+
+DEFAULT_CAPACITY = 1 << 16
+
+
+class ClockEvent(NamedTuple):
+    """One entry on the device timeline."""
+
+    name: str  # the op, e.g. "aten::add.Tensor"
+    kind: str  # launch | to_host | to_device | kernel | h2d | d2h
+    signature: tuple  # ((dtype, shape), ...) of the op's device tensors
+    start_ns: float
+    duration_ns: float
+    native: bool  # run by a native kernel (the simulator) rather than a host fallback
+    bytes: int
+
+
+class _Costs(NamedTuple):
+    launch_ns: float
+    half_round_trip_ns: float
+    ns_per_host_byte: float
+
+
+def _costs_for_chip() -> _Costs:
+    chip = settings.chip()
+    return _Costs(
+        launch_ns=chip.kernel_launch_overhead_ns,
+        half_round_trip_ns=chip.host_round_trip_latency_ns / 2,
+        ns_per_host_byte=1e9 / chip.host_link_bandwidth_bytes_per_s,
+    )
+
+
+class DeviceClock:
+    def __init__(self, index: int, capacity: int = DEFAULT_CAPACITY):
+        self.index = index
+        self.now_ns = 0.0
+        self._lock = threading.Lock()
+        self._records: collections.deque = collections.deque(maxlen=capacity)
+        self._chip_name: str | None = None
+        self._costs: _Costs | None = None
+        self.host_bytes_to_host = 0
+        self.host_bytes_to_device = 0
+
+    # ---- charging -------------------------------------------------------------------------------
+    def _current_costs(self) -> _Costs:
+        name = settings.chip().name
+        if name != self._chip_name:
+            self._costs, self._chip_name = _costs_for_chip(), name
+        return self._costs
+
+    def charge_fallback(self, name: str, signature: tuple, bytes_in: int, bytes_out: int) -> None:
+        c = self._current_costs()
+        to_host = c.half_round_trip_ns + bytes_in * c.ns_per_host_byte
+        to_device = c.half_round_trip_ns + bytes_out * c.ns_per_host_byte
+        with self._lock:
+            start = self.now_ns
+            self.now_ns = start + c.launch_ns + to_host + to_device
+            self.host_bytes_to_host += bytes_in
+            self.host_bytes_to_device += bytes_out
+            self._records.append(
+                (0, name, signature, start, c.launch_ns, to_host, bytes_in, to_device, bytes_out)
+            )
+
+    def charge_transfer(self, name: str, signature: tuple, nbytes: int, to_device: bool) -> None:
+        """A copy between host and device memory (``.to('neuron')``, ``.cpu()``, ``.item()``)."""
+        c = self._current_costs()
+        duration = c.half_round_trip_ns + nbytes * c.ns_per_host_byte
+        with self._lock:
+            start = self.now_ns
+            self.now_ns = start + duration
+            if to_device:
+                self.host_bytes_to_device += nbytes
+            else:
+                self.host_bytes_to_host += nbytes
+            self._records.append((1, name, signature, start, duration, nbytes, to_device))
+
+    def charge_kernel(self, name: str, signature: tuple, duration_ns: float, nbytes: int = 0) -> None:
+        """A native kernel: its launch overhead, then ``duration_ns`` from the simulator's schedule."""
+        c = self._current_costs()
+        with self._lock:
+            start = self.now_ns
+            self.now_ns = start + c.launch_ns + duration_ns
+            self._records.append((2, name, signature, start, c.launch_ns, duration_ns, nbytes))
+
+    # ---- reading --------------------------------------------------------------------------------
+    def events(self) -> list[ClockEvent]:
+        with self._lock:
+            records = list(self._records)
+        out: list[ClockEvent] = []
+        for rec in records:
+            if rec[0] == 0:
+                _, name, sig, start, launch, to_host, b_in, to_dev, b_out = rec
+                out.append(ClockEvent(name, "launch", sig, start, launch, False, 0))
+                out.append(ClockEvent(name, "to_host", sig, start + launch, to_host, False, b_in))
+                out.append(ClockEvent(name, "to_device", sig, start + launch + to_host, to_dev, False, b_out))
+            elif rec[0] == 1:
+                _, name, sig, start, duration, nbytes, to_device = rec
+                out.append(
+                    ClockEvent(name, "h2d" if to_device else "d2h", sig, start, duration, False, nbytes)
+                )
+            else:
+                _, name, sig, start, launch, duration, nbytes = rec
+                out.append(ClockEvent(name, "launch", sig, start, launch, True, 0))
+                out.append(ClockEvent(name, "kernel", sig, start + launch, duration, True, nbytes))
+        return out
+
+    def reset(self) -> None:
+        with self._lock:
+            self._records.clear()
+            self.now_ns = 0.0
+            self.host_bytes_to_host = self.host_bytes_to_device = 0
+
+    def set_capacity(self, capacity: int) -> None:
+        with self._lock:
+            self._records = collections.deque(self._records, maxlen=capacity)
+
+
+_clocks: dict[int, DeviceClock] = {}
+_clocks_lock = threading.Lock()
+
+
+def clock(index: int) -> DeviceClock:
+    found = _clocks.get(index)
+    if found is None:
+        with _clocks_lock:
+            found = _clocks.setdefault(index, DeviceClock(index))
+    return found

@@ -1,0 +1,158 @@
+"""Simulated HBM of each logical NeuronCore: capacity, live bytes, CUDA-style statistics, OOM.
+
+Device tensors live in host memory, so HBM is enforced by accounting: every neuron storage is
+charged when it is made and released by a weakref callback when its StorageImpl dies (torch keeps
+a storage's Python object alive exactly as long as the StorageImpl). A charge that would pass the
+capacity raises :class:`~neuronsim.errors.HbmCapacityError` before anything changes, so every
+tensor allocated before it is intact.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from neuronsim import env
+from neuronsim.device import settings
+from neuronsim.errors import HbmCapacityError
+
+# TorchNeuron's allocator puts requests of 1 MB and more in the large pool
+# (shared/reference/torchneuron-api.md §1.5); the stats keep the same split.
+LARGE_POOL_MIN_BYTES = 1 << 20
+POOLS = ("all", "large_pool", "small_pool")
+_CUR, _PEAK, _ALLOC, _FREED = range(4)
+METRICS = ("current", "peak", "allocated", "freed")
+
+
+def format_bytes(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} bytes"
+
+
+class HbmLedger:
+    """Live bytes and allocation counts of one device, with peaks and running totals."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self._lock = threading.Lock()
+        self._live: dict[weakref.ref, int] = {}
+        # [pool][metric] for bytes and for allocation counts; pool 0 is "all".
+        self._bytes = [[0, 0, 0, 0] for _ in POOLS]
+        self._count = [[0, 0, 0, 0] for _ in POOLS]
+        self.num_ooms = 0
+
+    @property
+    def allocated_bytes(self) -> int:
+        return self._bytes[0][_CUR]
+
+    @property
+    def peak_bytes(self) -> int:
+        return self._bytes[0][_PEAK]
+
+    def check(self, nbytes: int) -> None:
+        capacity = settings.hbm_capacity_bytes()
+        allocated = self._bytes[0][_CUR]
+        if allocated + nbytes > capacity:
+            self.num_ooms += 1
+            raise HbmCapacityError(self._oom_message(nbytes, allocated, capacity))
+
+    def charge(self, storage) -> None:
+        nbytes = storage.nbytes()
+        if nbytes == 0:
+            return
+        pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
+        with self._lock:
+            self.check(nbytes)
+            self._live[weakref.ref(storage, self._release)] = nbytes
+            for row, amount in (
+                (self._bytes[0], nbytes),
+                (self._bytes[pool], nbytes),
+                (self._count[0], 1),
+                (self._count[pool], 1),
+            ):
+                cur = row[_CUR] = row[_CUR] + amount
+                row[_ALLOC] += amount
+                if cur > row[_PEAK]:
+                    row[_PEAK] = cur
+
+    def _release(self, ref: weakref.ref) -> None:
+        with self._lock:
+            nbytes = self._live.pop(ref, 0)
+            if not nbytes:
+                return
+            pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
+            for row, amount in (
+                (self._bytes[0], nbytes),
+                (self._bytes[pool], nbytes),
+                (self._count[0], 1),
+                (self._count[pool], 1),
+            ):
+                row[_CUR] -= amount
+                row[_FREED] += amount
+
+    def reset_peak(self) -> None:
+        with self._lock:
+            for table in (self._bytes, self._count):
+                for row in table:
+                    row[_PEAK] = row[_CUR]
+
+    def reset_accumulated(self) -> None:
+        with self._lock:
+            for table in (self._bytes, self._count):
+                for row in table:
+                    row[_ALLOC] = row[_FREED] = 0
+            self.num_ooms = 0
+
+    def stats(self) -> dict[str, int]:
+        """CUDA-style flat keys (``allocated_bytes.all.current`` ...), sorted like torch's.
+
+        There is no caching allocator: every storage is its own segment, so reserved == allocated
+        == active and nothing is inactive; TorchNeuron guarantees reserved >= allocated >= active.
+        """
+        with self._lock:
+            out: dict[str, int] = {}
+            for p, pool in enumerate(POOLS):
+                for m, metric in enumerate(METRICS):
+                    nbytes, count = self._bytes[p][m], self._count[p][m]
+                    for name in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"):
+                        out[f"{name}.{pool}.{metric}"] = nbytes
+                    for name in ("allocation", "segment", "active"):
+                        out[f"{name}.{pool}.{metric}"] = count
+                    out[f"inactive_split.{pool}.{metric}"] = 0
+                    out[f"inactive_split_bytes.{pool}.{metric}"] = 0
+            alloc_calls, free_calls = self._count[0][_ALLOC], self._count[0][_FREED]
+        out.update(
+            num_alloc_retries=0,
+            num_ooms=self.num_ooms,
+            num_sync_all_streams=0,
+            num_device_alloc=alloc_calls,
+            num_device_free=free_calls,
+            max_split_size=-1,
+            oversize_allocations=0,
+            oversize_segments=0,
+        )
+        return dict(sorted(out.items()))
+
+    def _oom_message(self, nbytes: int, allocated: int, capacity: int) -> str:
+        free = max(capacity - allocated, 0)
+        return (
+            f"neuron:{self.index} out of memory. Tried to allocate {format_bytes(nbytes)} ({nbytes} bytes). "
+            f"neuron:{self.index} has a total capacity of {format_bytes(capacity)} ({capacity} bytes) "
+            f"of which {format_bytes(free)} ({free} bytes) is free; {format_bytes(allocated)} "
+            f"({allocated} bytes) is allocated by tensors. This is the simulated HBM of one logical "
+            f"NeuronCore of {settings.chip().name}; set {env.NEURON_SIM_HBM_BYTES} to change it."
+        )
+
+
+_ledgers: dict[int, HbmLedger] = {}
+_ledgers_lock = threading.Lock()
+
+
+def ledger(index: int) -> HbmLedger:
+    found = _ledgers.get(index)
+    if found is None:
+        with _ledgers_lock:
+            found = _ledgers.setdefault(index, HbmLedger(index))
+    return found

@@ -1,0 +1,295 @@
+"""Host fallback: compute an op with ATen-CPU on zero-copy host aliases of its device tensors.
+
+What happens to each argument and result follows from the op's :class:`~.schema.OpPlan`: device
+tensors become host views (narrowed to 32 bits under the 64-bit policy), fresh results are adopted
+as device tensors, write aliases return the caller's tensor and view aliases are rebuilt as device
+views of the device base. The call is charged to the device clock as a host fallback.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._C import DispatchKey, DispatchKeySet
+
+from neuronsim.device import clock, dtype_policy, random, settings, state, tracking
+from neuronsim.device.memory import adopt, host_view
+from neuronsim.device.schema import OpPlan, ReturnKind, WrapperKind, get_arg
+
+Tensor = torch.Tensor
+_CPU = torch.device("cpu")
+CPU_KEYS = DispatchKeySet(DispatchKey.CPU)
+_as_strided = torch.ops.aten.as_strided.default
+_NARROW = dtype_policy.NARROW
+_ONE_FRESH = ((ReturnKind.FRESH, None),)
+_SELF_WRITE = ((ReturnKind.WRITE, (0, "self")),)
+
+
+class _Conversion:
+    """Turns device arguments into host arguments, noting what the call reads."""
+
+    __slots__ = ("index", "bytes_in", "signature", "cast", "keep_int64", "narrowed")
+
+    def __init__(self, cast: bool, keep_int64: bool):
+        self.index = None
+        self.bytes_in = 0
+        self.signature: list = []
+        self.cast = cast
+        self.keep_int64 = keep_int64
+        self.narrowed: set = set()
+
+    def __call__(self, a):
+        if isinstance(a, Tensor):
+            if a.is_cpu or a.is_meta:
+                return a
+            if self.index is None:
+                self.index = a.get_device()
+            self.bytes_in += a.nbytes
+            self.signature.append((a.dtype, a.shape))
+            h = host_view(a)
+            if self.cast and a.dtype in _NARROW and not (self.keep_int64 and a.dtype is torch.int64):
+                self.narrowed.add(a.dtype)
+                return h.to(_NARROW[a.dtype])
+            return h
+        if isinstance(a, list | tuple):
+            return type(a)(self(x) for x in a)
+        if isinstance(a, torch.device):
+            return _CPU if a.type != "cpu" else a
+        if self.cast and isinstance(a, torch.dtype) and a in _NARROW:
+            if not (self.keep_int64 and a is torch.int64):
+                self.narrowed.add(a)
+                return _NARROW[a]
+        return a
+
+
+def run_on_host(plan: OpPlan, args: tuple, kwargs: dict):
+    if plan.fast:
+        result = _run_fast(plan, args, kwargs)
+        if result is not _SLOW:
+            return result
+    cast = plan.casts_64bit and settings.cast_64bit()
+    keep_int64 = cast and dtype_policy.needs_int64(plan.name)
+    try:
+        return _run(plan, args, kwargs, cast, keep_int64)
+    except (RuntimeError, TypeError, NotImplementedError) as exc:
+        if not cast or keep_int64 or "Long" not in str(exc) and "int64" not in str(exc):
+            raise
+        # The host kernel wants int64 indices; their values are the same in 32 bits.
+        dtype_policy.learn_needs_int64(plan.name)
+        return _run(plan, args, kwargs, cast, True)
+
+
+_SLOW = object()
+
+
+def _run_fast(plan: OpPlan, args: tuple, kwargs: dict):
+    """The common case, kept short: tensor (not list) arguments, no 64-bit tensors to narrow,
+    one fresh result or an in-place update of ``self``. Returns ``_SLOW`` for anything else."""
+    single_fresh = plan.returns == _ONE_FRESH
+    if not (single_fresh or plan.returns == _SELF_WRITE):
+        return _SLOW
+    index = None
+    bytes_in = 0
+    signature = []
+    hargs = []
+    for a in args:
+        if isinstance(a, Tensor):
+            if not a.is_cpu:
+                if a.dtype in _NARROW and plan.casts_64bit:
+                    return _SLOW
+                if index is None:
+                    index = a.get_device()
+                bytes_in += a.nbytes
+                signature.append((a.dtype, a.shape))
+                a = host_view(a)
+        elif isinstance(a, list | tuple):
+            for x in a:
+                if isinstance(x, Tensor):
+                    return _SLOW
+        elif isinstance(a, torch.device | torch.dtype):
+            return _SLOW
+        hargs.append(a)
+    if kwargs:
+        for v in kwargs.values():
+            if isinstance(v, Tensor | list | tuple | torch.device | torch.dtype):
+                return _SLOW
+    if index is None:
+        return _SLOW
+    result = plan.op(*hargs, **kwargs)
+    if single_fresh:
+        if not isinstance(result, Tensor):
+            return _finish_other_result(plan, result, signature, bytes_in, index)
+        out = adopt(result, index) if result.is_cpu else result
+        bytes_out = out.nbytes
+    else:
+        out = args[0]
+        bytes_out = out.nbytes
+    clock.clock(index).charge_fallback(plan.name, tuple(signature), bytes_in, bytes_out)
+    tracking.record_fallback(plan.name)
+    return out
+
+
+def _finish_other_result(plan, result, signature, bytes_in, index):
+    # A non-tensor (or tensor-list) result of a fresh-returning op: adopt what needs adopting.
+    out = _adopt_all(result, index, ())
+    clock.clock(index).charge_fallback(plan.name, tuple(signature), bytes_in, _nbytes(out))
+    tracking.record_fallback(plan.name)
+    return out
+
+
+def _run(plan: OpPlan, args: tuple, kwargs: dict, cast: bool, keep_int64: bool):
+    conv = _Conversion(cast, keep_int64)
+    hargs = [conv(a) for a in args]
+    hkwargs = {k: conv(v) for k, v in kwargs.items()} if kwargs else {}
+    index = state.current_device() if conv.index is None else conv.index
+    if plan.generator is not None and get_arg(args, kwargs, plan.generator) is None:
+        _set_arg(hargs, hkwargs, plan.generator, random.generator(index))
+    if plan.kind is WrapperKind.OUT:
+        result = _call_with_outs(plan, args, kwargs, hargs, hkwargs, index)
+    elif plan.seeded:
+        with random.as_host_default(index):
+            result = plan.op(*hargs, **hkwargs)
+    else:
+        result = plan.op(*hargs, **hkwargs)
+    bytes_out = 0
+    if conv.narrowed:
+        bytes_out += _write_back_narrowed(plan.written, args, kwargs, hargs, hkwargs)
+    else:
+        bytes_out += sum(_nbytes(get_arg(args, kwargs, ref)) for ref in plan.written)
+    bytes_out += sum(_nbytes(get_arg(args, kwargs, ref)) for ref in plan.outs)
+    widen = dtype_policy.cast_back_targets(conv.narrowed, plan, args, kwargs) if conv.narrowed else ()
+    out, fresh_bytes = _results(plan, result, args, kwargs, hargs, hkwargs, index, widen)
+    clock.clock(index).charge_fallback(
+        plan.name, tuple(conv.signature), conv.bytes_in, bytes_out + fresh_bytes
+    )
+    tracking.record_fallback(plan.name)
+    return out
+
+
+def _set_arg(hargs: list, hkwargs: dict, ref, value) -> None:
+    pos, name = ref
+    if pos < len(hargs):
+        hargs[pos] = value
+    else:
+        hkwargs[name] = value
+
+
+def _nbytes(x) -> int:
+    if isinstance(x, Tensor):
+        return x.nbytes
+    if isinstance(x, list | tuple):
+        return sum(_nbytes(t) for t in x)
+    return 0
+
+
+def _pairs(orig, host):
+    """(device tensor, host tensor) pairs of one argument (a tensor or a list of them)."""
+    if isinstance(orig, Tensor):
+        if not orig.is_cpu:
+            yield orig, host
+    elif isinstance(orig, list | tuple):
+        for o, h in zip(orig, host, strict=True):
+            yield from _pairs(o, h)
+
+
+def write_back(device_t: Tensor, host: Tensor) -> None:
+    """Copy a host result into a device tensor, resizing the device tensor if the op resized it."""
+    if device_t.shape != host.shape:
+        device_t.resize_(host.shape)
+    host_view(device_t).copy_(host)
+
+
+def _write_back_narrowed(refs, args, kwargs, hargs, hkwargs) -> int:
+    nbytes = 0
+    for ref in refs:
+        for device_t, host in _pairs(get_arg(args, kwargs, ref), get_arg(hargs, hkwargs, ref)):
+            if host.dtype != device_t.dtype:
+                write_back(device_t, host)
+            nbytes += device_t.nbytes
+    return nbytes
+
+
+def _call_with_outs(plan: OpPlan, args, kwargs, hargs, hkwargs, index):
+    """Run an ``out=`` op. Host views of device outs cannot grow (DLPack storages are fixed), and
+    narrowed 64-bit outs are copies: those get fresh host outs that are copied back afterwards."""
+    replaced = []
+    for ref in plan.outs:
+        device_out = get_arg(args, kwargs, ref)
+        host_out = get_arg(hargs, hkwargs, ref)
+        if (
+            isinstance(device_out, Tensor)
+            and not device_out.is_cpu
+            and (host_out.dtype != device_out.dtype or not _fits(device_out))
+        ):
+            fresh = torch.empty(0, dtype=host_out.dtype)
+            _set_arg(hargs, hkwargs, ref, fresh)
+            replaced.append((device_out, fresh))
+    if plan.seeded:
+        with random.as_host_default(index):
+            result = plan.op(*hargs, **hkwargs)
+    else:
+        result = plan.op(*hargs, **hkwargs)
+    for device_out, fresh in replaced:
+        write_back(device_out, fresh)
+    done = {id(d) for d, _ in replaced}
+    for ref in plan.outs:
+        for device_out, host_out in _pairs(get_arg(args, kwargs, ref), get_arg(hargs, hkwargs, ref)):
+            if id(device_out) not in done and (
+                host_out.shape != device_out.shape or host_out.stride() != device_out.stride()
+            ):
+                # The host kernel restrided the out within its storage; mirror that on the device.
+                torch.ops.aten.set_.source_Storage_storage_offset.redispatch(
+                    CPU_KEYS,
+                    device_out,
+                    device_out.untyped_storage(),
+                    device_out.storage_offset(),
+                    host_out.shape,
+                    host_out.stride(),
+                )
+    return result
+
+
+def _fits(device_out: Tensor) -> bool:
+    # An empty out is the usual "please allocate" case; it cannot grow in place.
+    return device_out.numel() > 0
+
+
+def _results(plan: OpPlan, result, args, kwargs, hargs, hkwargs, index, widen):
+    if not plan.returns:
+        return None, 0
+    single = len(plan.returns) == 1
+    values = (result,) if single else result
+    out = []
+    fresh_bytes = 0
+    for value, (kind, ref) in zip(values, plan.returns, strict=True):
+        if kind is ReturnKind.FRESH:
+            adopted = _adopt_all(value, index, widen)
+            fresh_bytes += _nbytes(adopted)
+            out.append(adopted)
+        elif kind is ReturnKind.WRITE:
+            out.append(get_arg(args, kwargs, ref))
+        else:
+            out.append(_device_views(get_arg(args, kwargs, ref), get_arg(hargs, hkwargs, ref), value))
+    return (out[0] if single else tuple(out)), fresh_bytes
+
+
+def _adopt_all(value, index, widen):
+    if isinstance(value, Tensor):
+        if not value.is_cpu:
+            return value
+        if widen and value.dtype in widen:
+            value = value.to(dtype_policy.WIDE[value.dtype])
+        return adopt(value, index)
+    if isinstance(value, list | tuple):
+        return type(value)(_adopt_all(v, index, widen) for v in value)
+    return value
+
+
+def _device_views(base: Tensor, host_base: Tensor, value):
+    if isinstance(value, list | tuple):
+        return type(value)(_device_views(base, host_base, v) for v in value)
+    if value.dtype != base.dtype:
+        raise NotImplementedError(
+            f"a dtype-changing view reached the host fallback ({base.dtype} -> {value.dtype})"
+        )
+    offset = (value.data_ptr() - host_base.data_ptr()) // base.element_size()
+    return _as_strided.redispatch(CPU_KEYS, base, value.shape, value.stride(), base.storage_offset() + offset)

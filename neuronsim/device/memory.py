@@ -1,0 +1,78 @@
+"""Device memory is host memory: neuron tensors are CPU tensors relabelled through DLPack.
+
+A CPU tensor exported with DLPack, its device field rewritten from kDLCPU to kDLExtDev (which torch
+maps to PrivateUse1) and imported again is a storage-backed ``neuron`` tensor over the same bytes;
+torch's DLPack context keeps the CPU owner alive until the neuron storage dies. The reverse relabel
+gives a CPU view of a neuron tensor. Both are zero-copy. Allocation charges the HBM ledger.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from neuronsim.device import hbm
+
+_KDL_CPU = 1
+_KDL_EXT_DEV = 12  # torch maps DLPack's kDLExtDev to PrivateUse1
+_DEVICE_FIELD_OFFSET = 8  # DLTensor = {void* data; DLDevice device{int32 type; int32 id}; ...}
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_int64_at = ctypes.c_int64.from_address
+_to_dlpack = torch._C._to_dlpack
+_from_dlpack = torch._C._from_dlpack
+
+
+def _relabel(t: torch.Tensor, device_word: int) -> torch.Tensor:
+    capsule = _to_dlpack(t)
+    _int64_at(_capsule_pointer(capsule, b"dltensor") + _DEVICE_FIELD_OFFSET).value = device_word
+    return _from_dlpack(capsule)
+
+
+def host_view(t: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor over the same bytes as neuron tensor ``t`` (same sizes and strides)."""
+    return _relabel(t, _KDL_CPU)
+
+
+def adopt(host: torch.Tensor, index: int) -> torch.Tensor:
+    """Make a fresh CPU tensor a neuron tensor on ``neuron:index``, charging its bytes to that HBM."""
+    try:
+        t = _relabel(host, _KDL_EXT_DEV | (index << 32))
+    except (RuntimeError, BufferError, TypeError):
+        t = _relabel(_exportable(host), _KDL_EXT_DEV | (index << 32))
+    hbm.ledger(index).charge(t.untyped_storage())
+    return t
+
+
+def _exportable(host: torch.Tensor) -> torch.Tensor:
+    # DLPack refuses lazy conj/neg bits; materialise them. Other layouts are unsupported.
+    from neuronsim.device.unsupported import check_layout
+
+    check_layout(host.layout)
+    return host.resolve_conj().resolve_neg()
+
+
+def empty_strided(size, stride, dtype: torch.dtype, index: int) -> torch.Tensor:
+    """Allocate a neuron tensor; checks the HBM budget before touching host memory."""
+    nbytes = _storage_bytes(size, stride, dtype)
+    hbm.ledger(index).check(nbytes)
+    return adopt(torch.empty_strided(size, stride, dtype=dtype), index)
+
+
+def empty(size, dtype: torch.dtype, index: int) -> torch.Tensor:
+    """A contiguous neuron tensor."""
+    numel = 1
+    for s in size:
+        numel *= s
+    hbm.ledger(index).check(numel * dtype.itemsize)
+    return adopt(torch.empty(size, dtype=dtype), index)
+
+
+def _storage_bytes(size, stride, dtype: torch.dtype) -> int:
+    if any(s == 0 for s in size):
+        return 0
+    extent = 1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True))
+    return extent * dtype.itemsize

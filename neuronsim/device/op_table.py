@@ -1,0 +1,234 @@
+"""The op table: which kernel torch's dispatcher calls for each ATen op on a neuron tensor.
+
+* Metadata ops (views, ``set_``, shrinking ``resize_``, ``_local_scalar_dense``) run torch's own CPU
+  kernel on the neuron tensor: they only touch TensorImpl metadata or read host bytes, so the
+  result stays a neuron tensor over the same storage. No device work, nothing charged.
+* Allocation and host<->device copies have named kernels (memory and the host link).
+* Every other op goes to the chokepoint, :func:`~neuronsim.device.dispatch.execute`: as the
+  PrivateUse1 backend fallback, and registered directly for structured and ``_foreach_`` ops so
+  they reach it in one call instead of decomposing into ``empty`` + ``op.out`` per tensor.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+from torch._C import DispatchKey, DispatchKeySet
+
+from neuronsim.device import clock, memory, state, unsupported
+from neuronsim.device.dispatch import at_torch_boundary, execute
+from neuronsim.device.memory import host_view
+
+aten = torch.ops.aten
+CPU_KEYS = DispatchKeySet(DispatchKey.CPU)
+KEY = "PrivateUse1"
+
+_METADATA_OPS = (
+    "as_strided",
+    "view",
+    "_reshape_alias",
+    "unfold",
+    "view_as_real",
+    "view_as_complex",
+    "set_",
+    "is_set_to",
+)
+_libraries: list[torch.library.Library] = []  # registrations live as long as their Library
+
+
+def _overloads(name: str):
+    packet = getattr(aten, name)
+    return [getattr(packet, overload) for overload in packet.overloads()]
+
+
+def _on_cpu_kernel(op):
+    def kernel(*args, **kwargs):
+        return op.redispatch(CPU_KEYS, *args, **kwargs)
+
+    return kernel
+
+
+def _local_scalar_dense(t):
+    # `.item()`: the value crosses the host link.
+    clock.clock(t.get_device()).charge_transfer(
+        "aten::_local_scalar_dense", ((t.dtype, t.shape),), t.element_size(), to_device=False
+    )
+    return aten._local_scalar_dense.default.redispatch(CPU_KEYS, t)
+
+
+@at_torch_boundary
+def _resize_(self, size, memory_format=None):
+    unsupported.check_memory_format(memory_format)
+    numel = 1
+    for s in size:
+        numel *= s
+    needed = (self.storage_offset() + numel) * self.element_size()
+    old = self.untyped_storage()
+    if needed > old.nbytes():
+        # Device storages cannot grow in place: move to a bigger one, keeping the old bytes.
+        grown = memory.empty_strided((self.storage_offset() + numel,), (1,), self.dtype, self.get_device())
+        if old.nbytes():
+            host_view(grown).view(torch.uint8)[: old.nbytes()].copy_(_host_bytes(self))
+        aten.set_.source_Storage_storage_offset.redispatch(
+            CPU_KEYS,
+            self,
+            grown.untyped_storage(),
+            self.storage_offset(),
+            list(size),
+            torch._prims_common.make_contiguous_strides_for(size) if len(size) else [],
+        )
+    return aten.resize_.default.redispatch(CPU_KEYS, self, size, memory_format=memory_format)
+
+
+def _host_bytes(t):
+    storage = t.untyped_storage()
+    whole = aten.set_.source_Storage.redispatch(CPU_KEYS, t.new_empty((0,), dtype=torch.uint8), storage)
+    return host_view(whole)
+
+
+def _device_for(device) -> int:
+    if not state.is_initialized():
+        state.lazy_init()
+    if device is not None and device.index is not None and device.index == state.current_device():
+        return device.index
+    return state.device_index(device)
+
+
+@at_torch_boundary
+def _empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    unsupported.check_layout(layout)
+    unsupported.check_memory_format(memory_format)
+    return memory.empty(size, dtype or torch.get_default_dtype(), _device_for(device))
+
+
+@at_torch_boundary
+def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    unsupported.check_layout(layout)
+    return memory.empty_strided(size, stride, dtype or torch.get_default_dtype(), _device_for(device))
+
+
+def _copy_from(src, dst, non_blocking=False):
+    src_on_device, dst_on_device = not src.is_cpu, not dst.is_cpu
+    if src_on_device and dst_on_device:
+        return execute(aten.copy_.default, dst, src, non_blocking)
+    if dst.numel():
+        if dst_on_device:
+            host_view(dst).copy_(src)
+            clock.clock(dst.get_device()).charge_transfer(
+                "aten::_copy_from", ((dst.dtype, dst.shape),), dst.nbytes, to_device=True
+            )
+        else:
+            dst.copy_(host_view(src))
+            clock.clock(src.get_device()).charge_transfer(
+                "aten::_copy_from", ((src.dtype, src.shape),), src.nbytes, to_device=False
+            )
+    return dst
+
+
+def _copy_from_and_resize(src, dst):
+    if dst.shape != src.shape:
+        dst.resize_(src.shape)
+    return _copy_from(src, dst)
+
+
+def _convolution_overrideable(
+    input, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+):
+    return execute(
+        aten.convolution.default,
+        input,
+        weight,
+        bias,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+    )
+
+
+def _convolution_backward_overrideable(
+    grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask
+):
+    out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    return execute(
+        aten.convolution_backward.default,
+        grad_output,
+        input,
+        weight,
+        [out_channels],
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        output_mask,
+    )
+
+
+def _pin_memory(self, device=None):
+    # Device memory is host memory, so "pinned" host memory for neuron is a plain host copy.
+    if device is not None and torch.device(device).type not in (state.DEVICE_TYPE, "privateuseone"):
+        return aten._pin_memory.default.redispatch(
+            DispatchKeySet(DispatchKey.CompositeExplicitAutograd), self, device
+        )
+    return self.clone()
+
+
+_NAMED = {
+    "resize_": _resize_,
+    "empty.memory_format": _empty,
+    "empty_strided": _empty_strided,
+    "_copy_from": _copy_from,
+    "_copy_from_and_resize": _copy_from_and_resize,
+    "convolution_overrideable": _convolution_overrideable,
+    "convolution_backward_overrideable": _convolution_backward_overrideable,
+    "_local_scalar_dense": _local_scalar_dense,
+    "record_stream": lambda self, stream: None,  # one in-order timeline: nothing to track
+}
+
+
+def _direct_ops(skip: set[str]):
+    """Structured (CompositeExplicitAutogradNonFunctional) and ``_foreach_`` ops, each overload."""
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::") or name in skip or has_kernel(name, KEY):
+            continue
+        if name.startswith("aten::_foreach_") or has_kernel(name, "CompositeExplicitAutogradNonFunctional"):
+            base, _, overload = name[len("aten::") :].partition(".")
+            yield getattr(getattr(aten, base), overload or "default")
+
+
+def install() -> int:
+    """Register every kernel; returns how many ops were registered directly to the chokepoint."""
+    lib = torch.library.Library("aten", "IMPL")
+    fallbacks = torch.library.Library("_", "IMPL")
+    _libraries.extend((lib, fallbacks))
+    registered: set[str] = set()
+    for name in _METADATA_OPS:
+        for op in _overloads(name):
+            lib.impl(op, _on_cpu_kernel(op), KEY)
+            registered.add(op.name())
+    for name, kernel in _NAMED.items():
+        lib.impl(name, kernel, KEY)
+        registered.add("aten::" + name)
+    direct = 0
+    for op in _direct_ops(registered):
+        lib.impl(op, functools.partial(execute, op), KEY)
+        direct += 1
+    fallbacks.fallback(execute, KEY)
+    # torch 2.13 has no fallthrough for AutocastPrivateUse1: without one every op fails inside
+    # torch.autocast("neuron"). (No per-op autocast policy yet: ops run in their input dtypes.)
+    fallbacks.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    fallbacks.fallback(unsupported.sparse_kernel, "SparsePrivateUse1")
+    fallbacks.fallback(unsupported.nested_kernel, "NestedTensorPrivateUse1")
+    lib.impl("_make_dual", unsupported.forward_ad_kernel, "AutogradPrivateUse1")
+    unsupported.guard_jagged_nested_tensors()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel" is intended
+        lib.impl("_pin_memory", _pin_memory, "CPU")
+    return direct

@@ -1,0 +1,92 @@
+"""The device RNG: one CPU ``torch.Generator`` per logical core stands for its default generator.
+
+Random ops compute on host aliases, so a host generator gives the device stream: ops with a
+``generator`` argument get it passed in, seeded ops without one (``native_dropout``) run with the
+host default generator swapped to the device state. ``torch.manual_seed`` reaches
+:func:`manual_seed_all` through the device module, so seeded scripts repeat exactly.
+(``torch.Generator(device="neuron")`` needs a C++ hook and is unavailable, as on TorchNeuron.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import torch
+
+from neuronsim.device import state
+
+_generators: dict[int, torch.Generator] = {}
+_lock = threading.Lock()
+_DEFAULT_SEED = 67280421310721  # torch's default CPU seed, so an unseeded device starts like the CPU
+
+
+def generator(index: int) -> torch.Generator:
+    found = _generators.get(index)
+    if found is None:
+        with _lock:
+            found = _generators.get(index)
+            if found is None:
+                found = torch.Generator(device="cpu")
+                found.manual_seed(_DEFAULT_SEED)
+                _generators[index] = found
+    return found
+
+
+@contextlib.contextmanager
+def as_host_default(index: int):
+    """Run host ops that draw from the default CPU generator on the device's stream instead."""
+    device_gen = generator(index)
+    host_gen = torch.default_generator
+    with _lock:
+        saved = host_gen.get_state()
+        host_gen.set_state(device_gen.get_state())
+        try:
+            yield
+        finally:
+            device_gen.set_state(host_gen.get_state())
+            host_gen.set_state(saved)
+
+
+def _index(device) -> int:
+    return state.device_index(device)
+
+
+def manual_seed(seed: int) -> None:
+    generator(state.current_device()).manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for index in range(state.device_count()):
+        generator(index).manual_seed(int(seed))
+
+
+def seed() -> None:
+    generator(state.current_device()).seed()
+
+
+def seed_all() -> None:
+    first = generator(0).seed()
+    for index in range(1, state.device_count()):
+        generator(index).manual_seed(first)
+
+
+def initial_seed() -> int:
+    return generator(state.current_device()).initial_seed()
+
+
+def get_rng_state(device="neuron") -> torch.Tensor:
+    return generator(_index(device)).get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device="neuron") -> None:
+    generator(_index(device)).set_state(new_state.cpu() if new_state.device.type != "cpu" else new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [generator(i).get_state() for i in range(state.device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for index, s in enumerate(new_states):
+        generator(index).set_state(s)

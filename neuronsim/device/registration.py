@@ -1,0 +1,73 @@
+"""Register the emulated device: PrivateUse1 renamed ``neuron``, once per process.
+
+Order matters: rename -> Python hooks and device guard -> generated ``.neuron()``/``.is_neuron``
+methods -> the device module ``torch.neuron`` -> the op table and the patches for the C++ pieces
+a Python backend cannot provide.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from neuronsim.device import accelerator, module, op_table, state, storage
+
+_lock = threading.Lock()
+_registered = False
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    def is_available(self) -> bool:
+        return True
+
+    def has_primary_context(self, device_index: int) -> bool:
+        return True
+
+    def is_built(self) -> bool:
+        return True
+
+
+class _Guard(torch._C._acc.DeviceGuard):
+    def type_(self):
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def is_registered() -> bool:
+    return _registered
+
+
+def owner_of_privateuse1() -> str | None:
+    """None if PrivateUse1 is free, "neuronsim" if it is ours, else the other backend's name."""
+    name = torch._C._get_privateuse1_backend_name()
+    if name == "privateuseone":
+        return None
+    if name == state.DEVICE_TYPE and getattr(getattr(torch, name, None), "__neuronsim__", False):
+        return "neuronsim"
+    return name
+
+
+def register() -> None:
+    """Idempotent. Raises if another backend (e.g. a real TorchNeuron) already owns PrivateUse1."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        owner = owner_of_privateuse1()
+        if owner not in (None, "neuronsim"):
+            raise RuntimeError(
+                f"the PrivateUse1 device is already registered as {owner!r} by another backend "
+                "(a real TorchNeuron?); neuronsim leaves it alone"
+            )
+        if owner is None:
+            torch.utils.rename_privateuse1_backend(state.DEVICE_TYPE)
+            torch._C._acc.register_python_privateuseone_hook(_Hooks())
+            torch._C._acc.register_python_privateuseone_device_guard(_Guard())
+            torch.utils.generate_methods_for_privateuse1_backend(
+                for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+            )
+            torch._register_device_module(state.DEVICE_TYPE, module)
+            op_table.install()
+            accelerator.install()
+            storage.install()
+        _registered = True

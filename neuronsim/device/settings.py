@@ -1,0 +1,40 @@
+"""What the device layer reads from the simulation options: the chip, the HBM budget, the 64-bit policy.
+
+Read at use (not cached at import) so ``neuronsim.options(...)`` scopes apply to the device too.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from neuronsim.options import current
+from neuronsim.sim.chips import ChipSpec, get_chip
+
+
+@functools.cache
+def _chip_named(name: str) -> ChipSpec:
+    return get_chip(name)
+
+
+def chip() -> ChipSpec:
+    return _chip_named(current().chip)
+
+
+_last_capacity: tuple = (None, 0)  # (options object, its capacity): options are frozen
+
+
+def hbm_capacity_bytes() -> int:
+    """Simulated HBM of one logical NeuronCore: the option's override, else the chip's figure."""
+    global _last_capacity
+    opts = current()
+    if _last_capacity[0] is opts:
+        return _last_capacity[1]
+    capacity = (
+        opts.hbm_bytes if opts.hbm_bytes is not None else _chip_named(opts.chip).hbm_bytes_per_logical_core
+    )
+    _last_capacity = (opts, capacity)
+    return capacity
+
+
+def cast_64bit() -> bool:
+    return current().cast_64bit

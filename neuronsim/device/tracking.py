@@ -1,0 +1,43 @@
+"""Which ops ran natively on the device and which fell back to the host (TorchNeuron's op tracking)."""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+_lock = threading.Lock()
+executed: collections.Counter = collections.Counter()  # op name -> calls run by a native kernel
+fallback: collections.Counter = collections.Counter()  # op name -> calls computed on the host
+
+
+def record_native(name: str) -> None:
+    with _lock:
+        executed[name] += 1
+
+
+def record_fallback(name: str) -> None:
+    with _lock:
+        fallback[name] += 1
+
+
+def get_executed_ops() -> list[str]:
+    """Names of the ops run on the device by native kernels, first-seen order, each once."""
+    with _lock:
+        return list(executed)
+
+
+def get_fallback_ops() -> list[str]:
+    """Names of the ops that fell back to the host, first-seen order, each once."""
+    with _lock:
+        return list(fallback)
+
+
+def get_op_counts() -> dict[str, dict[str, int]]:
+    with _lock:
+        return {"executed": dict(executed), "fallback": dict(fallback)}
+
+
+def clear_op_tracking() -> None:
+    with _lock:
+        executed.clear()
+        fallback.clear()
