@@ -1,0 +1,35 @@
+"""Simulation options: one frozen object, validated, built from the environment, scoped."""
+
+import pytest
+
+from neuronsim import env, options
+from neuronsim.errors import OptionError
+from neuronsim.options import SimOptions, current, from_environment
+
+
+def test_defaults_and_validation():
+    opts = SimOptions()
+    assert (opts.chip, opts.numerics, opts.executor, opts.uninitialized_memory) == ("trn2", "exact", "numba", "nan")
+    with pytest.raises(OptionError, match="numerics='approx'"):
+        SimOptions(numerics="approx")
+    with pytest.raises(OptionError, match="unknown option"):
+        opts.replace(colour="blue")
+
+
+def test_from_environment():
+    opts = from_environment({env.NEURON_SIM_CHIP: "trn3", env.NEURON_SIM_NUMERICS: "FAST", env.NEURON_SIM_SEED: "7"})
+    assert (opts.chip, opts.numerics, opts.seed) == ("trn3", "fast", 7)
+    with pytest.raises(OptionError, match="from the environment"):
+        from_environment({env.NEURON_SIM_EXECUTOR: "gpu"})
+    with pytest.raises(OptionError, match="must be an integer"):
+        from_environment({env.NEURON_SIM_SEED: "x"})
+
+
+def test_context_manager_scopes_changes():
+    before = current()
+    with options(chip="trn3") as inner:
+        assert current() is inner and inner.chip == "trn3"
+        with options(executor="reference"):
+            assert current().chip == "trn3" and current().executor == "reference"
+        assert current().executor == before.executor
+    assert current() == before
