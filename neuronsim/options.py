@@ -107,10 +107,18 @@ def from_environment(environ: os._Environ | dict | None = None) -> SimOptions:
 _current: contextvars.ContextVar[SimOptions | None] = contextvars.ContextVar("neuronsim_options", default=None)
 
 
+_environment_default: SimOptions | None = None
+
+
 def current() -> SimOptions:
     opts = _current.get()
     if opts is None:
-        opts = from_environment()
+        # A thread torch creates for C++ callbacks (the autograd device thread) starts every
+        # callback in a fresh context: read the environment once per process, not per call.
+        global _environment_default
+        if _environment_default is None:
+            _environment_default = from_environment()
+        opts = _environment_default
         _current.set(opts)
     return opts
 

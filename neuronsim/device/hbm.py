@@ -36,7 +36,7 @@ class HbmLedger:
 
     def __init__(self, index: int):
         self.index = index
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a GC-triggered release can run while charging
         self._live: dict[weakref.ref, int] = {}
         # [pool][metric] for bytes and for allocation counts; pool 0 is "all".
         self._bytes = [[0, 0, 0, 0] for _ in POOLS]

@@ -11,7 +11,7 @@ import threading
 
 import torch
 
-from neuronsim.device import accelerator, module, op_table, state, storage
+from neuronsim.device import accelerator, autograd_hooks, module, op_table, state, storage
 
 _lock = threading.Lock()
 _registered = False
@@ -70,4 +70,5 @@ def register() -> None:
             op_table.install()
             accelerator.install()
             storage.install()
+            autograd_hooks.install()
         _registered = True

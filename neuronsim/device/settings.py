@@ -6,13 +6,19 @@ Read at use (not cached at import) so ``neuronsim.options(...)`` scopes apply to
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from neuronsim.options import current
-from neuronsim.sim.chips import ChipSpec, get_chip
+
+if TYPE_CHECKING:
+    from neuronsim.sim.chips import ChipSpec
 
 
 @functools.cache
 def _chip_named(name: str) -> ChipSpec:
+    # Imported at first use: importing neuronsim.sim loads Numba, which `import torch` should not pay.
+    from neuronsim.sim.chips import get_chip
+
     return get_chip(name)
 
 
