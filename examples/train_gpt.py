@@ -53,7 +53,10 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg)
         self.ln2 = nn.LayerNorm(cfg.embd)
         self.mlp = nn.Sequential(
-            nn.Linear(cfg.embd, 4 * cfg.embd), nn.GELU(), nn.Linear(4 * cfg.embd, cfg.embd), nn.Dropout(cfg.dropout)
+            nn.Linear(cfg.embd, 4 * cfg.embd),
+            nn.GELU(),
+            nn.Linear(4 * cfg.embd, cfg.embd),
+            nn.Dropout(cfg.dropout),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -81,7 +84,9 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
-def make_batches(cfg: GPTConfig, batch: int, count: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def make_batches(
+    cfg: GPTConfig, batch: int, count: int, seed: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Sequences of a toy language, x[t+1] = (5 x[t] + 3) mod vocab, with 10% noise tokens."""
     gen = torch.Generator().manual_seed(seed)
     batches = []
@@ -125,13 +130,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def build(args: argparse.Namespace):
     """Model, optimizer, schedule and batches, all seeded: the same on every device."""
     torch.manual_seed(args.seed)
-    cfg = GPTConfig(block=args.block, layers=args.layers, heads=args.heads, embd=args.embd, dropout=args.dropout)
+    cfg = GPTConfig(
+        block=args.block, layers=args.layers, heads=args.heads, embd=args.embd, dropout=args.dropout
+    )
     model = GPT(cfg).to(args.device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=args.lr, betas=(0.9, 0.95),
+        lr=args.lr,
+        betas=(0.9, 0.95),
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(max(1, args.steps // 10), args.steps))
     batches = make_batches(cfg, args.batch, min(args.steps, 16), args.seed)

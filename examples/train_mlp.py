@@ -34,7 +34,10 @@ def main(argv: list[str] | None = None) -> list[float]:
     features, classes = 16, 4
     points, labels = make_data(args.batch * 8, features, classes, args.seed)
     model = nn.Sequential(
-        nn.Linear(features, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.hidden), nn.ReLU(),
+        nn.Linear(features, args.hidden),
+        nn.ReLU(),
+        nn.Linear(args.hidden, args.hidden),
+        nn.ReLU(),
         nn.Linear(args.hidden, classes),
     ).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
