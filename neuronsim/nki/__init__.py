@@ -1,0 +1,45 @@
+"""neuronsim's NKI: the NKI 0.6 API (``nki.jit``, ``nki.language``, ``nki.isa``) on the simulator.
+
+    import neuronsim.nki as nki
+    import neuronsim.nki.language as nl
+    import neuronsim.nki.isa as nisa
+
+    @nki.jit
+    def add(a, b):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.add(nl.load(a), nl.load(b)))
+        return out
+
+    c = nki.simulate(add)(a, b)                           # like AWS's nki.simulate
+    c, prof = nki.simulate(add, profile=True)(a, b)       # + Neuron Explorer summary and timeline
+
+With ``NEURON_SIM=1`` and no real ``nki`` package installed, :func:`install_alias` makes
+``import nki`` (and ``nki.language``, ``nki.isa``) resolve here, so existing kernel files run
+unchanged; ``python -m neuronsim.nki kernel.py`` runs a file that way. This package does not
+import torch or ``neuronsim.device``.
+"""
+
+from neuronsim.nki import isa, language
+from neuronsim.nki._alias import install_alias, real_nki_installed
+from neuronsim.nki.kernel import Kernel, TracedKernel, jit
+from neuronsim.nki.language import num_programs, program_id, program_ndim
+from neuronsim.nki.profile import Profile, TimelineEntry
+from neuronsim.nki.simulate import simulate
+from neuronsim.nki.tracing import NkiTensor
+
+__all__ = [
+    "Kernel",
+    "NkiTensor",
+    "Profile",
+    "TimelineEntry",
+    "TracedKernel",
+    "install_alias",
+    "isa",
+    "jit",
+    "language",
+    "num_programs",
+    "program_id",
+    "program_ndim",
+    "real_nki_installed",
+    "simulate",
+]

@@ -1,0 +1,146 @@
+"""On-chip allocation as the NKI compiler does it: by liveness, with rotating buffers.
+
+Every on-chip :class:`Buffer` of a trace is live from the first to the last instruction that
+touches it, wherever it was created: a tile held in a Python list stays live until its last use,
+a tile of a finished loop iteration is free right after its last use. A linear scan in program
+order places each buffer at the lowest address free for its whole live range (first fit), so
+freed bytes are reused and the reuse creates the dependencies hardware would see (the scheduler
+orders instructions that touch the same bytes).
+
+Tiles created inside ``affine_range`` loops rotate over ``degree`` buffers (multi-buffering): the
+buffer of iteration ``j`` is held until iteration ``j + degree - 1`` has started, so consecutive
+iterations get different bytes and overlap on the engines. The degree starts at
+:data:`MAX_ROTATION` and is lowered, separately for SBUF and PSUM, until everything fits; with no
+rotation left, a kernel that still does not fit raises a capacity error naming the tensor that
+could not be placed, its size, the limit, what was live, and the kernel line that allocated it.
+
+PSUM is allocated in whole 2 KiB banks (an accumulation group lives in one bank, S9); SBUF in
+:data:`SBUF_ALIGN_BYTES` steps.
+"""
+
+from __future__ import annotations
+
+from neuronsim.errors import PsumCapacityError, SbufCapacityError
+from neuronsim.nki.tracing import Buffer, Trace
+from neuronsim.sim.ir import Memory
+
+MAX_ROTATION = 4  # deepest multi-buffering tried for affine_range tiles
+# nl.tile_size.sbuf_min_align: not published (S29 lists the constant, third-party stubs give 16 bytes).
+SBUF_ALIGN_BYTES = 16
+
+
+class _Failure:
+    def __init__(self, buf: Buffer, size: int, largest_gap: int, live: list[tuple[int, int, Buffer]]):
+        self.buf = buf
+        self.size = size
+        self.largest_gap = largest_gap
+        self.live = live
+
+
+def allocate(trace: Trace) -> dict[Memory, int]:
+    """Set ``address`` on every on-chip root buffer the trace uses; return the rotation degree used."""
+    degrees = {}
+    for memory in (Memory.SBUF, Memory.PSUM):
+        bufs = [b for b in trace.buffers if b.memory is memory and b.alias_of is None and b.first >= 0]
+        if not bufs:
+            degrees[memory] = 0
+            continue
+        chip = trace.chip
+        if memory is Memory.SBUF:
+            unit, capacity = SBUF_ALIGN_BYTES, chip.sbuf_bytes_per_partition
+        else:
+            unit, capacity = chip.psum_bank_bytes_per_partition, chip.psum_bytes_per_partition
+        failure = None
+        for degree in range(MAX_ROTATION, 0, -1):
+            failure = _linear_scan(bufs, degree, unit, capacity)
+            if failure is None:
+                degrees[memory] = degree
+                break
+        else:
+            raise _capacity_error(memory, failure, capacity, unit, chip)
+    for b in trace.buffers:
+        if b.alias_of is not None and b.alias_of.address is not None:
+            b.address = b.alias_of.address
+    return degrees
+
+
+def _rounded(nbytes: int, unit: int) -> int:
+    return max(unit, -(-nbytes // unit) * unit)
+
+
+def _held_until(bufs: list[Buffer], degree: int) -> dict[int, int]:
+    """Index of the last instruction each buffer's bytes are held for (live range + rotation)."""
+    end = {b.id: b.last for b in bufs}
+    if degree <= 1:
+        return end
+    by_site: dict = {}
+    for b in bufs:
+        if b.rotating:
+            by_site.setdefault(b.site, []).append(b)
+    for group in by_site.values():
+        group.sort(key=lambda b: b.site_index)
+        last = len(group) - 1
+        for j, b in enumerate(group):
+            end[b.id] = max(end[b.id], group[min(j + degree - 1, last)].first)
+    return end
+
+
+def _linear_scan(bufs: list[Buffer], degree: int, unit: int, capacity: int) -> _Failure | None:
+    end = _held_until(bufs, degree)
+    pinned = [b for b in bufs if b.pinned]
+    order = sorted((b for b in bufs if not b.pinned), key=lambda b: (b.first, b.id))
+    active: list[tuple[int, int, Buffer]] = []  # (address, size, buffer), sorted by address
+    for b in order:
+        start = b.first
+        active = [a for a in active if end[a[2].id] >= start]
+        size = _rounded(b.bytes_per_partition, unit)
+        busy = active + [
+            (p.address[1], _rounded(p.bytes_per_partition, unit), p)
+            for p in pinned
+            if p.first <= end[b.id] and end[p.id] >= start
+        ]
+        busy.sort(key=lambda a: a[0])
+        addr, largest = 0, 0
+        placed = None
+        for a_addr, a_size, _ in busy:
+            if a_addr - addr >= size:
+                placed = addr
+                break
+            largest = max(largest, a_addr - addr)
+            addr = max(addr, a_addr + a_size)
+        if placed is None:
+            if capacity - addr >= size:
+                placed = addr
+            else:
+                return _Failure(b, size, max(largest, capacity - addr), busy)
+        b.address = (0, placed)
+        active.append((placed, size, b))
+        active.sort(key=lambda a: a[0])
+    return None
+
+
+def _capacity_error(memory: Memory, f: _Failure, capacity: int, unit: int, chip) -> Exception:
+    b = f.buf
+    holders = sorted(f.live, key=lambda a: -a[1])
+    held = sum(a[1] for a in holders)
+    shown = ", ".join(f"'{a[2].name}' ({a[1]} B, {a[2].location})" for a in holders[:5])
+    if len(holders) > 5:
+        shown += f" and {len(holders) - 5} more"
+    if memory is Memory.SBUF:
+        what = (
+            f"{b.describe()} needs {b.bytes_per_partition} bytes per partition but an SBUF partition has "
+            f"{capacity} usable bytes ({chip.name}); while it is live, {held} bytes per partition are held "
+            f"by {len(holders)} other tensors and the largest free range is {f.largest_gap} bytes"
+        )
+        cls = SbufCapacityError
+    else:
+        banks = f.size // unit
+        what = (
+            f"{b.describe()} needs {banks} PSUM bank(s) of {unit} bytes per partition but PSUM has "
+            f"{chip.psum_banks} banks ({capacity} bytes per partition); while it is live, "
+            f"{held // unit} banks are held by {len(holders)} other tensors"
+        )
+        cls = PsumCapacityError
+    if shown:
+        what += f": {shown}"
+    return cls(what, instruction=f"allocation of '{b.name}'", location=b.location)

@@ -1,0 +1,69 @@
+"""Turning a finished, allocated trace into IR Programs (one per ``core_barrier`` phase)."""
+
+from __future__ import annotations
+
+from neuronsim.nki.tracing import Buffer, NkiTensor, Trace
+from neuronsim.sim.ir import ON_CHIP, AccessPattern, Engine, Instruction, Memory, Opcode, Program, TensorDecl
+
+
+def build_programs(trace: Trace, location: str | None) -> list[Program]:
+    """The trace's instructions as Programs: one per phase between ``core_barrier`` calls.
+
+    Every phase Program declares all of the kernel's HBM tensors (so arrays bind the same way in
+    each) and the on-chip tensors its instructions use, at their allocated addresses.
+    """
+    bounds = [0, *trace.barriers, len(trace.records)]
+    programs = []
+    for phase, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=False)):
+        name = trace.name if len(bounds) == 2 else f"{trace.name}.phase{phase}"
+        programs.append(_build(trace, trace.records[lo:hi], name, location))
+    return programs
+
+
+def _build(trace: Trace, records, name: str, location: str | None) -> Program:
+    decls: dict[int, TensorDecl] = {}
+    tensors: list[TensorDecl] = []
+
+    def declare(b: Buffer) -> TensorDecl:
+        d = TensorDecl(
+            len(tensors),
+            b.name,
+            b.memory,
+            b.shape,
+            b.dtype,
+            b.kind if b.memory is Memory.HBM else "scratch",
+            b.address if b.memory in ON_CHIP else None,
+            b.location,
+        )
+        decls[b.id] = d
+        tensors.append(d)
+        return d
+
+    for b in trace.buffers:
+        if b.memory is Memory.HBM:
+            declare(b)
+
+    def ap(v: NkiTensor | None) -> AccessPattern | None:
+        if v is None:
+            return None
+        d = decls.get(v.buf.id)
+        if d is None:
+            d = declare(v.buf)
+        return AccessPattern(d, v.offset, v.ap_pattern())
+
+    instructions = []
+    for opcode, engine, dst, srcs, imm, loc, iname, queue, dst2 in records:
+        instructions.append(
+            Instruction(
+                Opcode(opcode),
+                Engine(engine),
+                ap(dst),
+                tuple(ap(s) for s in srcs),
+                imm,
+                loc,
+                iname,
+                queue,
+                ap(dst2),
+            )
+        )
+    return Program(name, tuple(tensors), tuple(instructions), location)

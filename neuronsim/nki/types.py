@@ -1,0 +1,129 @@
+"""Small value types of the NKI language: dtypes, memory buffers, dynamic slices.
+
+NKI names dtypes by string (``nl.float32 == "float32"``); :class:`NkiDtype` is such a string that
+also compares equal to the numpy / ml_dtypes dtype it stands for, so ``x.dtype == np.float32`` and
+``x.dtype == nl.float32`` both hold in a kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuronsim.errors import DtypeError
+from neuronsim.sim.dtypes import DType, dtype_of
+from neuronsim.sim.ir import Memory
+
+
+class NkiDtype(str):
+    """A dtype name that compares equal to its numpy dtype, DType, or name."""
+
+    __slots__ = ()
+
+    @property
+    def sim(self) -> DType:
+        return _SIM[self]
+
+    @property
+    def itemsize(self) -> int:
+        return _SIM[self].itemsize
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            return str.__eq__(self, "bool" if other == "bool_" else other)
+        try:
+            return to_sim_dtype(other) is _SIM[self]
+        except DtypeError:
+            return False
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+
+_NAMES = {d: ("bool" if d is DType.bool_ else d.name) for d in DType}
+DTYPES: dict[DType, NkiDtype] = {d: NkiDtype(n) for d, n in _NAMES.items()}
+_SIM: dict[str, DType] = {str(n): d for d, n in DTYPES.items()}
+
+
+def to_sim_dtype(x) -> DType:
+    """The simulator DType for an NKI dtype name, numpy dtype/type, ml_dtypes type or DType."""
+    if isinstance(x, NkiDtype):
+        return _SIM[x]
+    if isinstance(x, str):
+        hit = _SIM.get(x) or _SIM.get("bool" if x == "bool_" else x)
+        if hit is not None:
+            return hit
+    if x is bool:
+        return DType.bool_
+    try:
+        return dtype_of(x)
+    except TypeError as exc:
+        raise DtypeError(f"{x!r} is not a NeuronCore dtype ({exc})") from None
+
+
+def nki_dtype(x) -> NkiDtype:
+    return DTYPES[to_sim_dtype(x)]
+
+
+def numpy_dtype(x) -> np.dtype:
+    d = to_sim_dtype(x)
+    return np.dtype(np.float32) if d is DType.tfloat32 else d.numpy
+
+
+class MemoryRegion:
+    """A memory buffer of the NKI language (``nl.sbuf``, ``nl.psum``, ``nl.hbm``...)."""
+
+    __slots__ = ("name", "memory", "shared")
+
+    def __init__(self, name: str, memory: Memory, shared: bool = False):
+        self.name = name
+        self.memory = memory
+        self.shared = shared
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            return other == self.name or (other == "hbm" and self.name == "private_hbm")
+        if isinstance(other, MemoryRegion):
+            return self.memory is other.memory and self.shared == other.shared
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.memory, self.shared))
+
+
+sbuf = MemoryRegion("sbuf", Memory.SBUF)
+psum = MemoryRegion("psum", Memory.PSUM)
+private_hbm = MemoryRegion("private_hbm", Memory.HBM)
+hbm = private_hbm  # "HBM - alias of private_hbm"
+shared_hbm = MemoryRegion("shared_hbm", Memory.HBM, shared=True)
+
+_REGIONS = {"sbuf": sbuf, "psum": psum, "hbm": hbm, "private_hbm": private_hbm, "shared_hbm": shared_hbm}
+
+
+def region_of(buffer) -> MemoryRegion:
+    if buffer is None:
+        return sbuf
+    if isinstance(buffer, MemoryRegion):
+        return buffer
+    if isinstance(buffer, str) and buffer in _REGIONS:
+        return _REGIONS[buffer]
+    raise ValueError(
+        f"unknown buffer {buffer!r}; use nl.sbuf, nl.psum, nl.hbm, nl.private_hbm or nl.shared_hbm"
+    )
+
+
+class DynSlice:
+    """``nl.ds(start, size)``: the slice ``start:start + size``."""
+
+    __slots__ = ("start", "size")
+
+    def __init__(self, start: int, size: int):
+        self.start = int(start)
+        self.size = int(size)
+
+    def __repr__(self) -> str:
+        return f"nl.ds({self.start}, {self.size})"
