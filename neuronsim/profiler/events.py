@@ -1,0 +1,147 @@
+"""What the profiler reads: kernel runs (a Program with its schedule) and device op events.
+
+:class:`KernelRun` is one scheduled Program — what instruction detail draws and what the summary
+of a kernel is computed from. :class:`DeviceOpEvent` is one op on a device clock: a native kernel,
+a host fallback or a host<->device copy, in simulated device time. The device clock produces
+them (:func:`from_clock_events` reads its records); nothing here imports torch or the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from neuronsim.sim.chips import ChipSpec
+    from neuronsim.sim.ir import Program
+    from neuronsim.sim.memory.layout import Placement
+    from neuronsim.sim.schedule import Timeline
+
+# DeviceOpEvent.kind
+KERNEL = "kernel"  # a native kernel: the simulator ran the op's Program
+FALLBACK = "fallback"  # computed by ATen-CPU; charged launch + a host round trip
+TRANSFER = "transfer"  # a copy between host and device memory (.to('neuron'), .cpu(), .item())
+KINDS = (KERNEL, FALLBACK, TRANSFER)
+
+
+@dataclass(frozen=True, eq=False)
+class KernelRun:
+    """A Program and its schedule on a chip (``neuronsim.sim.prepare`` gives all four)."""
+
+    program: Program
+    timeline: Timeline
+    chip: ChipSpec
+    placement: Placement
+
+    @classmethod
+    def from_prepared(cls, prepared: Any) -> KernelRun:
+        """From a ``neuronsim.sim.Prepared`` (or a ``RunResult``, through its ``.prepared``)."""
+        prepared = getattr(prepared, "prepared", prepared)
+        return cls(prepared.program, prepared.timeline, prepared.chip, prepared.placement)
+
+    @property
+    def name(self) -> str:
+        return self.program.name
+
+    @property
+    def total_ns(self) -> float:
+        return self.timeline.total_ns
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceOpEvent:
+    """One op on the device timeline, in simulated nanoseconds from the clock's start.
+
+    ``duration_ns`` covers the whole op, launch overhead included; a kernel's own schedule starts
+    ``launch_ns`` after ``start_ns``. ``engine_busy_ns`` (keys ``tensor``, ``vector``, ``scalar``,
+    ``gpsimd``, ``sync``, ``dma``), ``flops`` (model FLOPs) and ``bytes`` describe a native op when
+    no ``kernel`` is attached; with a ``kernel`` the summary computes them from its timeline.
+    ``wall_ns`` is the host's ``time.time_ns()`` when the op was issued: it aligns the device lane
+    with host ops in a torch.profiler trace.
+    """
+
+    name: str
+    start_ns: float
+    duration_ns: float
+    native: bool
+    kind: str = ""  # KERNEL for native ops, FALLBACK otherwise, unless given
+    bytes: int = 0
+    flops: float = 0.0
+    engine_busy_ns: Mapping[str, float] = field(default_factory=dict)
+    launch_ns: float = 0.0
+    kernel: KernelRun | None = None
+    wall_ns: int | None = None
+    signature: tuple = ()
+    direction: str = ""  # TRANSFER: "h2d" (host to device) or "d2h"
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            object.__setattr__(self, "kind", KERNEL if self.native else FALLBACK)
+        if self.kind not in KINDS:
+            raise ValueError(f"DeviceOpEvent kind {self.kind!r} is not one of {KINDS}")
+        if self.duration_ns < 0:
+            raise ValueError(f"DeviceOpEvent {self.name!r} has a negative duration {self.duration_ns}")
+
+    @property
+    def end_ns(self) -> float:
+        return self.start_ns + self.duration_ns
+
+
+# The device clock's record kinds (neuronsim/device/clock.py ClockEvent.kind).
+_OP_START = "launch"
+_FALLBACK_PARTS = ("to_host", "to_device")
+_TRANSFER_KINDS = ("h2d", "d2h")
+
+
+def from_clock_events(records: Iterable[Any]) -> list[DeviceOpEvent]:
+    """Group a device clock's records (launch, kernel, to_host, to_device, h2d, d2h) into ops.
+
+    Duck-typed on ``name, kind, start_ns, duration_ns, native, bytes`` (and, when the clock
+    records them, ``kernel`` — a KernelRun or ``Prepared`` — and ``wall_ns``). A ``launch`` starts
+    an op; the records right after it with the same name and a contiguous start belong to it.
+    """
+    ops: list[DeviceOpEvent] = []
+    current: dict | None = None
+
+    def flush() -> None:
+        nonlocal current
+        if current is not None:
+            ops.append(DeviceOpEvent(**current))
+            current = None
+
+    for rec in records:
+        kind = rec.kind
+        start, duration = float(rec.start_ns), float(rec.duration_ns)
+        if kind in _TRANSFER_KINDS:
+            flush()
+            ops.append(DeviceOpEvent(rec.name, start, duration, False, TRANSFER, int(rec.bytes),
+                                     wall_ns=getattr(rec, "wall_ns", None),
+                                     signature=tuple(getattr(rec, "signature", ())), direction=kind))
+            continue
+        continues = (
+            current is not None and kind != _OP_START and rec.name == current["name"]
+            and abs(current["start_ns"] + current["duration_ns"] - start) <= 1e-6 * max(1.0, start)
+        )
+        if not continues:
+            flush()
+            current = dict(name=rec.name, start_ns=start, duration_ns=0.0, native=bool(rec.native),
+                           bytes=0, launch_ns=0.0, wall_ns=getattr(rec, "wall_ns", None),
+                           signature=tuple(getattr(rec, "signature", ())))
+        current["duration_ns"] += duration
+        current["bytes"] += int(rec.bytes)
+        if kind == _OP_START:
+            current["launch_ns"] += duration
+        kernel = getattr(rec, "kernel", None)
+        if kernel is not None:
+            current["kernel"] = kernel if isinstance(kernel, KernelRun) else KernelRun.from_prepared(kernel)
+    flush()
+    return ops
+
+
+def device_span_ns(events: Iterable[DeviceOpEvent]) -> tuple[float, float]:
+    """(first start, last end) of the events; (0, 0) for none."""
+    first, last = float("inf"), float("-inf")
+    for e in events:
+        first = min(first, e.start_ns)
+        last = max(last, e.end_ns)
+    return (0.0, 0.0) if first == float("inf") else (first, last)

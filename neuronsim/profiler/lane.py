@@ -1,0 +1,134 @@
+"""The device lane in torch.profiler traces.
+
+torch.profiler on a pure-Python PrivateUse1 device records host ops only; a device lane needs a
+Kineto plugin in C++. Instead the chrome trace it exports is post-processed: its ``ts`` are
+``(time.time_ns() - baseTimeNanoseconds) / 1000`` (reference/pytorch-device §6), so device ops that
+know the host time they were issued at (``DeviceOpEvent.wall_ns``) line up with the host op that
+issued them. :func:`add_device_lane` merges them in as a ``neuron:<i>`` process whose slices carry
+``args.device`` and ``args.stream`` — what Holistic Trace Analysis reads as device kernels.
+
+:func:`install_export_hook` makes ``torch.profiler.profile.export_chrome_trace`` (and so
+``on_trace_ready`` handlers) do this whenever ``ProfilerActivity.PrivateUse1`` is among the
+profiler's activities. The device calls it once, with a function returning its op events.
+torch is imported only inside those functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable, Sequence
+
+from neuronsim.profiler.events import DeviceOpEvent
+from neuronsim.profiler.trace import TraceBuilder, TraceStats, draw_device
+
+
+def add_device_lane(chrome_trace_json: dict | str | os.PathLike, device_events: Sequence[DeviceOpEvent],
+                    base_time_ns: int | float, *, chip_name: str = "trn2", device: int = 0,
+                    detail: str = "op", max_instruction_events: int | None = None) -> dict:
+    """Return the torch.profiler trace with the device's ops added as a device lane.
+
+    ``chrome_trace_json`` is the exported trace (a dict or a path). An op with ``wall_ns`` starts
+    at that host time, or when the device finishes the previous op if later; one without starts
+    at ``base_time_ns + start_ns`` (``base_time_ns``: the host ``time.time_ns()`` at which the
+    device clock read 0). Durations are the simulated ones.
+    """
+    if not isinstance(chrome_trace_json, dict):
+        with open(chrome_trace_json) as f:
+            chrome_trace_json = json.load(f)
+    trace = dict(chrome_trace_json)
+    events = list(trace.get("traceEvents", []))
+    origin = trace.get("baseTimeNanoseconds", 0)
+    used = {e.get("pid") for e in events if isinstance(e, dict)}
+    pid = device
+    while pid in used:
+        pid += 1000
+    stats = TraceStats() if max_instruction_events is None else TraceStats(max_instruction_events)
+    b = TraceBuilder(stats=stats)
+    draw_device(b, list(device_events), chip_name=chip_name, device=device, pid=pid, detail=detail,
+                base_time_ns=base_time_ns, origin_ns=origin, hta=True)
+    trace["traceEvents"] = events + _names_for_unnamed(events) + b.events
+    trace.setdefault("displayTimeUnit", "ms")
+    lanes = dict(trace.get("neuronsim", {}))
+    lanes[f"neuron:{device}"] = {"pid": pid, **stats.as_dict()}
+    trace["neuronsim"] = lanes
+    return trace
+
+
+def _names_for_unnamed(events: list) -> list[dict]:
+    """Metadata for tracks torch.profiler leaves unnamed (its ``Spans`` process), so every pid and
+    tid in the merged trace is named."""
+    named_pids, named_tracks, pids, tracks = set(), set(), {}, {}
+    for e in events:
+        if not isinstance(e, dict) or "pid" not in e:
+            continue
+        ph, pid = e.get("ph"), e["pid"]
+        if ph == "M":
+            if e.get("name") == "process_name":
+                named_pids.add(pid)
+            elif e.get("name") == "thread_name":
+                named_tracks.add((pid, e.get("tid")))
+        elif ph in ("X", "B", "E", "C") or (ph in ("i", "I") and e.get("s", "t") != "g"):
+            pids.setdefault(pid, None)
+            if ph != "C" and (ph != "i" or e.get("s", "t") == "t"):
+                tracks.setdefault((pid, e.get("tid")), None)
+    out = [{"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": str(p)}}
+           for p in pids if p not in named_pids]
+    out += [{"ph": "M", "name": "thread_name", "pid": p, "tid": t, "args": {"name": str(t)}}
+            for p, t in tracks if (p, t) not in named_tracks]
+    return out
+
+
+def install_export_hook(device_events: Callable[[], Sequence[DeviceOpEvent]],
+                        chip_name: Callable[[], str] = lambda: "trn2", device: int = 0) -> None:
+    """Make ``torch.profiler.profile`` add the device lane to what ``export_chrome_trace`` writes.
+
+    ``device_events()`` returns the device's recorded ops; those issued (``wall_ns``) while the
+    profiler was recording are added. Only profilers with ``ProfilerActivity.PrivateUse1`` among
+    their activities are changed. Calling it again replaces the source; it patches once.
+    """
+    import torch.profiler as tp
+
+    _SOURCES[device] = (device_events, chip_name)
+    cls = tp.profile
+    if getattr(cls, "_neuronsim_lane_installed", False):
+        return
+    original_start, original_stop, original_export = cls.start, cls.stop, cls.export_chrome_trace
+
+    def start(self):
+        self._neuronsim_window = [time.time_ns(), None]
+        return original_start(self)
+
+    def stop(self):
+        result = original_stop(self)
+        window = getattr(self, "_neuronsim_window", None)
+        if window is not None:
+            window[1] = time.time_ns()
+        return result
+
+    def export_chrome_trace(self, path):
+        result = original_export(self, path)
+        if tp.ProfilerActivity.PrivateUse1 in set(getattr(self, "activities", ()) or ()):
+            _add_lanes_to_file(path, getattr(self, "_neuronsim_window", None))
+        return result
+
+    cls.start, cls.stop, cls.export_chrome_trace = start, stop, export_chrome_trace
+    cls._neuronsim_lane_installed = True
+
+
+_SOURCES: dict[int, tuple[Callable, Callable]] = {}
+
+
+def _add_lanes_to_file(path: str, window: list | None) -> None:
+    if str(path).endswith(".gz"):
+        return  # compressed exports keep host ops only
+    lo, hi = (window[0], window[1] or time.time_ns()) if window else (0, time.time_ns())
+    with open(path) as f:
+        trace = json.load(f)
+    for device, (source, chip_name) in sorted(_SOURCES.items()):
+        events = [e for e in source() if e.wall_ns is not None and lo <= e.wall_ns <= hi]
+        if events:
+            trace = add_device_lane(trace, events, lo, chip_name=chip_name(), device=device)
+    with open(path, "w") as f:
+        json.dump(trace, f)
