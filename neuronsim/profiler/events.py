@@ -8,8 +8,9 @@ them (:func:`from_clock_events` reads its records); nothing here imports torch o
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from neuronsim.sim.chips import ChipSpec

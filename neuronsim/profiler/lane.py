@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from neuronsim.profiler.events import DeviceOpEvent
 from neuronsim.profiler.trace import TraceBuilder, TraceStats, draw_device

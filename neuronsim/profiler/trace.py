@@ -30,8 +30,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -115,7 +115,8 @@ class TraceBuilder:
     def process(self, pid: int, name: str, sort_index: int | None = None, labels: str | None = None) -> int:
         if pid not in self._processes:
             self._processes[pid] = name
-            self.events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+            self.events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                                "args": {"name": name}})
             if sort_index is not None:
                 self.events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
                                     "args": {"sort_index": sort_index}})
@@ -128,7 +129,8 @@ class TraceBuilder:
         if (pid, tid) not in self._threads:
             name = name or TRACK_NAMES[tid]
             self._threads[(pid, tid)] = name
-            self.events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+            self.events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                                "args": {"name": name}})
             self.events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                                 "args": {"sort_index": tid}})
         return tid
@@ -183,7 +185,8 @@ def _instruction_args(run: KernelRun) -> list[dict]:
             from neuronsim.sim.engines.dma import transfer_bytes
 
             first, count = int(tl.dma_first_engine[i]), int(tl.dma_engine_count[i])
-            args.update(queue=ins.queue, bytes=transfer_bytes(ins), dma_engines=f"{first}..{first + count - 1}")
+            args.update(queue=ins.queue, bytes=transfer_bytes(ins),
+                        dma_engines=f"{first}..{first + count - 1}")
         elif ins.opcode is Opcode.NC_MATMUL:
             st, mv = ins.srcs
             args["flops"] = 2 * st.partitions * st.free_size * mv.free_size
@@ -210,7 +213,9 @@ def _track_of(track: int) -> int:
 
     if track >= DMA_TRACK0:
         return TID_DMA0 + track - DMA_TRACK0
-    return TID_LOAD_STATIONARY if track == 0 else TID_ENGINE[("vector", "scalar", "gpsimd", "sync")[track - 1]]
+    if track == 0:
+        return TID_LOAD_STATIONARY
+    return TID_ENGINE[("vector", "scalar", "gpsimd", "sync")[track - 1]]
 
 
 def _name_tracks(b: TraceBuilder, pid: int, tracks: Iterable[int]) -> None:
@@ -277,8 +282,9 @@ def _draw_instructions(b: TraceBuilder, run: KernelRun, pid: int, t0_ns: float, 
             b.slice(pid, tid, args["opcode"], start[i], end[i], args["engine"], args)
             continue
         dur = end[i] - start[i]
-        b.slice(pid, TID_LOAD_STATIONARY, "LoadStationary", start[i], start[i] + dur * split[0], "tensor", args)
-        b.slice(pid, TID_MULTIPLY_MOVING, "MultiplyMoving", end[i] - dur * split[1], end[i], "tensor", args)
+        load_end, move_start = start[i] + dur * split[0], end[i] - dur * split[1]
+        b.slice(pid, TID_LOAD_STATIONARY, "LoadStationary", start[i], load_end, "tensor", args)
+        b.slice(pid, TID_MULTIPLY_MOVING, "MultiplyMoving", move_start, end[i], "tensor", args)
     _draw_counters(b, run, pid, t0_ns)
 
 
@@ -327,7 +333,8 @@ def _draw_counters(b: TraceBuilder, run: KernelRun, pid: int, t0_ns: float) -> N
             first[t] = min(first.get(t, s), s)
             last[t] = max(last.get(t, e), e)
         if ins.opcode in DMA_OPS:
-            dma.append((s, e, transfer_bytes(ins), ins.srcs[0].memory is Memory.HBM, ins.dst.memory is Memory.HBM))
+            from_hbm, to_hbm = ins.srcs[0].memory is Memory.HBM, ins.dst.memory is Memory.HBM
+            dma.append((s, e, transfer_bytes(ins), from_hbm, to_hbm))
     total = tl.total_ns
     for memory, label in ((Memory.SBUF, "SBUF in use"), (Memory.PSUM, "PSUM in use")):
         changes = [(0.0, 0.0), (total, 0.0)]
@@ -452,8 +459,8 @@ def draw_device(b: TraceBuilder, events: Sequence[DeviceOpEvent], *, chip_name: 
     rest = events[limit:]
     if rest:
         _aggregate_ops(b, pid, rest, starts[limit:], device, hta)
-        b.instant(pid, TID_OPS if TID_OPS in {_KIND_TID[e.kind] for e in events} else _KIND_TID[events[0].kind],
-                  "trace capped: ops aggregated", starts[limit], {"aggregated_ops": len(rest)})
+        b.instant(pid, _KIND_TID[rest[0].kind], "trace capped: ops aggregated", starts[limit],
+                  {"aggregated_ops": len(rest)})
     return pid
 
 

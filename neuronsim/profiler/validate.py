@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 PHASES = frozenset("XBECMi")
 FOREIGN_PHASES = frozenset("Istf")  # torch.profiler writes flow events (s/f) in GPU traces
@@ -126,7 +126,8 @@ def validate_trace(trace, *, allow_foreign_phases: bool = False, strict_pids: It
         problems.append(f"pid {pid!r} has events but no process_name metadata")
     for pid, tid in sorted(used_tracks - thread_names, key=str):
         problems.append(f"pid {pid!r} tid {tid!r} has events but no thread_name metadata")
-    strict = set(strict_pids) | {p for p, n in process_names.items() if str(n).startswith(DEVICE_PROCESS_PREFIX)}
+    device_pids = {p for p, n in process_names.items() if str(n).startswith(DEVICE_PROCESS_PREFIX)}
+    strict = set(strict_pids) | device_pids
     for (pid, tid), spans in slices.items():
         problems += _check_track(pid, tid, spans, pid in strict, process_names, trace["traceEvents"])
     return problems

@@ -19,7 +19,7 @@ def _host_trace(tmp_path, steps=6):
     issued = []
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         x = torch.randn(32, 32)
-        for i in range(steps):
+        for _i in range(steps):
             issued.append(time.time_ns())
             x = torch.mm(x, x) / 32
     path = tmp_path / "host.json"
@@ -46,7 +46,7 @@ def test_lane_aligns_with_host_ops_and_validates(tmp_path):
     base = host["baseTimeNanoseconds"]
     lane = [e for e in merged["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
     assert len(lane) == len(events)
-    for e, dev in zip(lane, events):
+    for e, dev in zip(lane, events, strict=False):
         assert e["ts"] >= (dev.wall_ns - base) / 1000 - 1e-3  # never before the host issued it
         assert e["dur"] == pytest.approx(dev.duration_ns / 1000, abs=1e-3)
         assert e["args"]["stream"] in (1, 2) and e["args"]["device"] == 0

@@ -17,7 +17,7 @@ def _brute_union(starts, ends, step=0.25):
         return 0.0
     grid = np.arange(min(starts), max(ends), step) + step / 2
     covered = np.zeros(grid.size, bool)
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=False):
         covered |= (grid >= s) & (grid < e)
     return covered.sum() * step
 
@@ -46,7 +46,8 @@ def test_kernel_summary_matches_its_timeline(chip):
         counted += int(mask.sum())
     dma = tl.track >= DMA_TRACK0
     assert counted + dma.sum() == s["instruction_count"] == len(prog.instructions)
-    assert s["dma_active_time"] == pytest.approx(_brute_union(tl.start_ns[dma], tl.end_ns[dma]) * 1e-9, rel=1e-3)
+    union = _brute_union(tl.start_ns[dma], tl.end_ns[dma])
+    assert s["dma_active_time"] == pytest.approx(union * 1e-9, rel=1e-3)
     dma_ins = [i for i in prog.instructions if i.opcode in DMA_OPS]
     assert s["dma_transfer_count"] == len(dma_ins)
     assert s["dma_transfer_total_bytes"] == sum(transfer_bytes(i) for i in dma_ins)
@@ -147,10 +148,12 @@ def test_from_clock_events_groups_the_device_clocks_records():
     clock.charge_fallback("aten::sort", (), 1000, 500)
     ops = from_clock_events(clock.events())
     assert [(o.name, o.kind) for o in ops] == [
-        ("aten::_to_copy", TRANSFER), ("aten::sort", FALLBACK), ("aten::mm", "kernel"), ("aten::sort", FALLBACK)]
+        ("aten::_to_copy", TRANSFER), ("aten::sort", FALLBACK), ("aten::mm", "kernel"),
+        ("aten::sort", FALLBACK)]
     assert ops[0].direction == "h2d" and ops[0].bytes == 4096
     assert ops[1].bytes == 1500
-    assert ops[2].native and ops[2].launch_ns > 0 and ops[2].duration_ns == pytest.approx(ops[2].launch_ns + 2500)
+    assert ops[2].native and ops[2].launch_ns > 0
+    assert ops[2].duration_ns == pytest.approx(ops[2].launch_ns + 2500)
     assert sum(o.duration_ns for o in ops) == pytest.approx(clock.now_ns)
-    for a, b in zip(ops, ops[1:]):
+    for a, b in zip(ops, ops[1:], strict=False):
         assert b.start_ns == pytest.approx(a.end_ns)

@@ -64,12 +64,14 @@ def test_counters_report_memory_in_use_and_dma_bandwidth():
     for e in trace["traceEvents"]:
         if e["ph"] == "C":
             counters.setdefault(e["name"], []).append(e)
-    assert {"SBUF in use", "PSUM in use", "HBM in use", "DMA throughput (GB/s)", "Pending DMA count"} <= set(counters)
+    expected = {"SBUF in use", "PSUM in use", "HBM in use", "DMA throughput (GB/s)", "Pending DMA count"}
+    assert expected <= set(counters)
     sbuf_peak = max(e["args"]["bytes"] for e in counters["SBUF in use"])
     assert 0 < sbuf_peak <= run.placement.sbuf_peak_bytes
     assert counters["SBUF in use"][-1]["args"]["bytes"] == 0
     tp = counters["DMA throughput (GB/s)"]
-    moved = sum(a["args"]["total"] * (b["ts"] - a["ts"]) * 1000 for a, b in zip(tp, tp[1:]))  # GB/s = B/ns
+    # GB/s = bytes per ns; ts in us
+    moved = sum(a["args"]["total"] * (b["ts"] - a["ts"]) * 1000 for a, b in zip(tp, tp[1:], strict=False))
     assert moved == pytest.approx(S.summarize(run)["dma_transfer_total_bytes"], rel=1e-4)
     assert max(e["args"]["transfers"] for e in counters["Pending DMA count"]) >= 1
 
