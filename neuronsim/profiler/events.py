@@ -50,6 +50,20 @@ class KernelRun:
 
 
 @dataclass(frozen=True, eq=False)
+class PlacedRun:
+    """A kernel run placed on a physical core of a launch, ``offset_ns`` after the launch start
+    (an SPMD grid or a sequence of phases). Runs on one core must not overlap."""
+
+    run: KernelRun
+    core: int = 0
+    offset_ns: float = 0.0
+
+    @property
+    def end_ns(self) -> float:
+        return self.offset_ns + self.run.total_ns
+
+
+@dataclass(frozen=True, eq=False)
 class DeviceOpEvent:
     """One op on the device timeline, in simulated nanoseconds from the clock's start.
 

@@ -27,12 +27,20 @@ Nothing here imports torch; the simulator is imported only when a Program is sum
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from neuronsim.profiler.events import FALLBACK, KERNEL, TRANSFER, DeviceOpEvent, KernelRun, device_span_ns
+from neuronsim.profiler.events import (
+    FALLBACK,
+    KERNEL,
+    TRANSFER,
+    DeviceOpEvent,
+    KernelRun,
+    PlacedRun,
+    device_span_ns,
+)
 
 if TYPE_CHECKING:
     from neuronsim.sim.chips import ChipSpec
@@ -53,7 +61,7 @@ ADDITIVE = (
     "kernel_count", "kernel_launch_time", "host_fallback_time", "host_fallback_count",
     "host_transfer_time", "host_transfer_count", "host_transfer_bytes",
 )
-PEAK = ("sbuf_peak_bytes", "psum_peak_bytes", "dma_queue_count")
+PEAK = ("sbuf_peak_bytes", "psum_peak_bytes", "dma_queue_count", "neuroncore_count")
 DERIVED = (
     *(f"{e}_engine_active_time_percent" for e in ENGINES),
     "dma_active_time_percent", "dma_transfer_average_bytes", "mfu_estimated_percent",
@@ -93,6 +101,7 @@ def kernel_summary(program: Program, timeline: Timeline, chip: ChipSpec, placeme
     s = empty_summary()
     s["total_time"] = timeline.total_ns * 1e-9
     s["kernel_count"] = 1
+    s["neuroncore_count"] = 1
     s["instruction_count"] = len(program.instructions)
     track, start, end = timeline.track, timeline.start_ns, timeline.end_ns
     for engine in ENGINES:
@@ -106,8 +115,13 @@ def kernel_summary(program: Program, timeline: Timeline, chip: ChipSpec, placeme
     for ins in program.instructions:
         if ins.opcode is Opcode.NC_MATMUL:
             stationary, moving = ins.srcs
-            s["matmul_instruction_count"] += 1
-            s["model_flops"] += 2 * stationary.partitions * stationary.free_size * moving.free_size
+            flops = 2 * stationary.partitions * stationary.free_size * moving.free_size
+            if ins.imm.get("is_transpose"):  # a matmul against an identity moves data, not model math
+                s["transpose_instruction_count"] += 1
+                s["transpose_flops"] += flops
+            else:
+                s["matmul_instruction_count"] += 1
+                s["model_flops"] += flops
         elif ins.opcode is Opcode.NC_TRANSPOSE and ins.engine is Engine.TENSOR:
             data = ins.srcs[0]
             s["transpose_instruction_count"] += 1
@@ -131,8 +145,12 @@ def summarize(run: KernelRun) -> dict:
 
 
 def derive(s: dict, chip: ChipSpec) -> dict:
-    """Fill the derived fields (percents, averages, MFU) from the others; returns ``s``."""
-    total = s["total_time"]
+    """Fill the derived fields (percents, averages, MFU) from the others; returns ``s``.
+
+    Over ``neuroncore_count`` cores, active times are summed over the cores, so percents are of
+    ``total_time * cores`` (the average core) and the peak FLOP/s is ``cores`` times one core's."""
+    cores = max(1, int(s.get("neuroncore_count") or 1))
+    total = s["total_time"] * cores
 
     def pct(x: float) -> float:
         return 100.0 * x / total if total > 0 else 0.0
@@ -140,12 +158,13 @@ def derive(s: dict, chip: ChipSpec) -> dict:
     for engine in ENGINES:
         s[f"{engine}_engine_active_time_percent"] = pct(s[f"{engine}_engine_active_time"])
     s["dma_active_time_percent"] = pct(s["dma_active_time"])
-    s["host_fallback_time_percent"] = pct(s["host_fallback_time"])
     count = s["dma_transfer_count"]
     s["dma_transfer_average_bytes"] = s["dma_transfer_total_bytes"] / count if count else 0.0
-    peak = chip.tensor_engine_peak_flops_bf16
-    s["mfu_estimated_percent"] = 100.0 * s["model_flops"] / (peak * total) if total > 0 else 0.0
-    s["hfu_estimated_percent"] = 100.0 * s["hardware_flops"] / (peak * total) if total > 0 else 0.0
+    s["host_fallback_time_percent"] = pct(s["host_fallback_time"] * cores)
+    peak = chip.tensor_engine_peak_flops_bf16 * cores
+    time = s["total_time"]
+    s["mfu_estimated_percent"] = 100.0 * s["model_flops"] / (peak * time) if time > 0 else 0.0
+    s["hfu_estimated_percent"] = 100.0 * s["hardware_flops"] / (peak * time) if time > 0 else 0.0
     return s
 
 
@@ -169,7 +188,28 @@ def merge_summaries(summaries: Iterable[Mapping], chip: ChipSpec, *, total_time:
         merged["total_time"] = float(total_time)
     merged["host_fallback_time"] += host_fallback_time
     merged["host_fallback_count"] += host_fallback_count
+    merged["neuroncore_count"] = max(1, merged["neuroncore_count"])
     return derive(merged, chip)
+
+
+def launch_summary(placed: Sequence[PlacedRun], chip: ChipSpec, cores: int | None = None) -> dict:
+    """The summary of one launch: kernel runs placed on ``cores`` physical cores (an SPMD grid,
+    phases separated by barriers). ``total_time`` is from the first start to the last end;
+    ``neuroncore_count`` is ``cores`` (default: the cores used)."""
+    placed = list(placed)
+    cores = cores or len({p.core for p in placed}) or 1
+    cache: dict = {}
+    parts = []
+    for p in placed:
+        key = id(p.run.timeline)
+        if key not in cache or cache[key][0] is not p.run.timeline:
+            cache[key] = (p.run.timeline, summarize(p.run))
+        parts.append(cache[key][1])
+    start = min((p.offset_ns for p in placed), default=0.0)
+    end = max((p.end_ns for p in placed), default=0.0)
+    s = merge_summaries(parts, chip, total_time=(end - start) * 1e-9)
+    s["neuroncore_count"] = cores
+    return derive(s, chip)
 
 
 def _native_op_summary(event: DeviceOpEvent, cache: dict) -> dict:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuronsim.profiler.events import FALLBACK, KERNEL, TRANSFER, DeviceOpEvent, KernelRun
+from neuronsim.profiler.events import FALLBACK, KERNEL, TRANSFER, DeviceOpEvent, KernelRun, PlacedRun
 
 DEFAULT_MAX_INSTRUCTION_EVENTS = 200_000
 DEFAULT_MAX_OP_EVENTS = 200_000
@@ -375,18 +375,35 @@ def core_process_name(device: int, chip_name: str, what: str = "simulated") -> s
     return f"neuron:{device} NeuronCore ({chip_name}, {what})"
 
 
-def kernel_trace(run: KernelRun, *, max_instruction_events: int = DEFAULT_MAX_INSTRUCTION_EVENTS,
-                 pid: int = 1) -> dict:
-    """The trace of one kernel run (``nki.simulate``), time 0 at the kernel's start."""
+def kernel_trace(run: KernelRun, *, max_instruction_events: int = DEFAULT_MAX_INSTRUCTION_EVENTS) -> dict:
+    """The trace of one kernel run, time 0 at the kernel's start."""
+    return launch_trace([PlacedRun(run)], max_instruction_events=max_instruction_events)
+
+
+def launch_trace(placed: Sequence[PlacedRun], *, name: str | None = None,
+                 max_instruction_events: int = DEFAULT_MAX_INSTRUCTION_EVENTS) -> dict:
+    """The trace of one launch (``nki.simulate``): each physical core a process, each run drawn
+    at its offset on its core."""
+    placed = list(placed)
+    if not placed:
+        raise ValueError("launch_trace needs at least one kernel run")
+    chip = placed[0].run.chip
+    name = name or placed[0].run.program.name
     b = TraceBuilder(stats=TraceStats(max_instruction_events=max_instruction_events))
-    b.process(pid, core_process_name(0, run.chip.name, f"kernel {run.program.name}"), sort_index=0)
-    b.thread(pid, TID_OPS, "Kernel")
-    b.slice(pid, TID_OPS, run.program.name, 0.0, run.total_ns, "kernel",
-            {"instructions": len(run.timeline), "nki_source_location": run.program.location or "<unknown>"})
-    how = draw_kernel(b, run, pid, 0.0)
-    if how != "instructions":
-        b.instant(pid, TID_OPS, "trace capped: instructions aggregated", 0.0, b.stats.as_dict())
-    return b.build(kernel=run.program.name, chip=run.chip.name)
+    capped = False
+    for p in sorted(placed, key=lambda p: (p.core, p.offset_ns)):
+        pid = p.core + 1
+        b.process(pid, core_process_name(p.core, chip.name, f"kernel {name}"), sort_index=p.core)
+        b.thread(pid, TID_OPS, "Kernel")
+        program = p.run.program
+        b.slice(pid, TID_OPS, program.name, p.offset_ns, p.end_ns, "kernel",
+                {"instructions": len(p.run.timeline), "core": p.core,
+                 "nki_source_location": program.location or "<unknown>"})
+        how = draw_kernel(b, p.run, pid, p.offset_ns)
+        if how != "instructions" and not capped:
+            capped = True
+            b.instant(pid, TID_OPS, "trace capped: instructions aggregated", p.offset_ns)
+    return b.build(kernel=name, chip=chip.name, cores=len({p.core for p in placed}))
 
 
 # ------------------------------------------------------------------------------ device ops

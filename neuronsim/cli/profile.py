@@ -1,0 +1,151 @@
+"""``neuronsim profile``: run a script on the emulated device and write its profile."""
+
+from __future__ import annotations
+
+import click
+
+from neuronsim import env
+from neuronsim.cli.options import SCRIPT_CONTEXT, chip_option, numerics_option, script_arguments
+
+HELP = f"""Run SCRIPT on the emulated device (as `neuronsim run`, {env.NEURON_SIM}=1) and profile it.
+
+Writes DIR/trace.json (Chrome/Perfetto trace: host torch ops, device ops on the device track and,
+with --detail instruction, one track per engine and DMA queue), DIR/summary.json (Neuron
+Explorer's field names and units), DIR/ops.csv (the op table), and prints a summary with
+recommendations. nki.simulate launches in the script are profiled too. Arguments after SCRIPT go
+to the script; the exit code is the script's.
+"""
+
+
+@click.command(context_settings=SCRIPT_CONTEXT, help=HELP)
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    default="neuronsim-profile",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Directory to write the profile to.",
+)
+@chip_option
+@numerics_option
+@click.option(
+    "--detail",
+    type=click.Choice(["op", "instruction"]),
+    default="op",
+    show_default=True,
+    help="op: one slice per device op; instruction: also every engine instruction.",
+)
+@click.option(
+    "--max-events",
+    default=200_000,
+    show_default=True,
+    type=click.IntRange(min=100),
+    help="Instruction (and op) events kept in the trace; past it they are aggregated.",
+)
+@click.option(
+    "--host-ops/--no-host-ops",
+    default=True,
+    show_default=True,
+    help="Record host torch ops with torch.profiler (off if the script runs its own profiler).",
+)
+@click.option("--html", is_flag=True, help="Also write DIR/report.html.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the summary table.")
+@script_arguments
+def profile(
+    out_dir: str,
+    chip: str,
+    numerics: str,
+    detail: str,
+    max_events: int,
+    host_ops: bool,
+    html: bool,
+    as_json: bool,
+    script: str,
+    args: tuple[str, ...],
+) -> int:
+    from neuronsim.cli.script import enable_device_environment
+
+    enable_device_environment(chip, numerics)
+    from neuronsim.cli.app import Abort, app
+    from neuronsim.errors import ChipSpecError
+    from neuronsim.profiler import report, session
+    from neuronsim.sim.chips import get_chip
+
+    try:
+        spec = get_chip(chip)
+    except ChipSpecError as exc:
+        raise Abort(str(exc)) from None
+    recording = session.start(detail)
+    session.observe_nki_simulate()
+    code, host_trace = _run_recorded(script, args, host_ops, max_events, recording)
+    session.stop()
+    with app.status("writing the profile"):
+        doc, trace = report.session_profile(
+            recording,
+            session.device_events(),
+            spec,
+            host_trace=host_trace,
+            max_instruction_events=max_events,
+            max_op_events=max_events,
+        )
+        out = report.write_profile(out_dir, doc, trace)
+        files = {
+            "trace": str(out / report.TRACE_FILE),
+            "summary": str(out / report.SUMMARY_FILE),
+            "ops": str(out / report.OPS_FILE),
+        }
+        if html:
+            from neuronsim.profiler.html import render_html
+
+            (out / report.REPORT_FILE).write_text(render_html(doc, trace))
+            files["report"] = str(out / report.REPORT_FILE)
+    if as_json:
+        app.print_json(doc)
+    else:
+        from neuronsim.cli.render import render_summary
+
+        render_summary(doc, app.console, files)
+    return code
+
+
+def _run_recorded(script: str, args, host_ops: bool, max_events: int, recording) -> tuple[int, dict | None]:
+    """Run the script, under torch.profiler (CPU activity) when host ops are wanted and torch is
+    there; return its exit code and the host trace (first ``max_events`` host slices kept)."""
+    from neuronsim.cli.script import run_script
+
+    torch = None
+    if host_ops:
+        try:
+            import torch
+        except ImportError:
+            recording.notes.append("host ops: torch is not installed")
+    if torch is None:
+        return run_script(script, args), None
+    import json
+    import os
+    import tempfile
+
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    prof = torch_profile(activities=[ProfilerActivity.CPU])
+    prof.start()
+    try:
+        code = run_script(script, args)
+    finally:
+        prof.stop()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            host = json.load(f)
+    finally:
+        os.unlink(path)
+    slices = [i for i, e in enumerate(host["traceEvents"]) if e.get("ph") == "X"]
+    if len(slices) > max_events:
+        drop = set(slices[max_events:])
+        host["traceEvents"] = [e for i, e in enumerate(host["traceEvents"]) if i not in drop]
+        recording.notes.append(f"host ops: kept the first {max_events} of {len(slices)} host slices")
+    return code, host
