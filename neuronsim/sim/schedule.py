@@ -6,7 +6,10 @@ start and end in nanoseconds. Data-independent, so it is computed once per Progr
 - Each compute engine issues its stream in order; each DMA queue is a stream too.
 - An instruction starts when its stream is free and every earlier instruction it conflicts with
   (RAW, WAR, WAW on overlapping memory: the semaphores the compiler inserts) has finished.
-- A DMA transfer also waits for the DMA engines it uses (one transfer at a time per engine).
+- A DMA transfer also waits for the DMA engines it uses (one transfer at a time per engine). It
+  takes the earliest window in which they are all free, even one before a transfer issued earlier
+  that is still waiting for its data: a queued transfer does not hold the engines, so transfers on
+  other queues run meanwhile.
 - TensorE starts a burst throttled to ``tensor_throttle_start_fraction`` and ramps to full rate over
   ``tensor_throttle_ramp_ns``; an idle gap of ``tensor_throttle_idle_reset_ns`` starts a new burst.
 
@@ -143,7 +146,14 @@ def schedule_arrays(track, cycles, fixed_ns, dma_first, dma_count, acc_ptr, acc,
     start = np.zeros(n, np.float64)
     end = np.zeros(n, np.float64)
     track_free = np.zeros(n_tracks, np.float64)
-    dma_free = np.zeros(n_dma_engines, np.float64)
+    # Busy intervals of each DMA engine: disjoint, sorted, merged when they touch.
+    n_dma = 0
+    for i in range(n):
+        if dma_first[i] >= 0:
+            n_dma += 1
+    busy_s = np.empty((n_dma_engines, n_dma + 1), np.float64)
+    busy_e = np.empty((n_dma_engines, n_dma + 1), np.float64)
+    busy_n = np.zeros(n_dma_engines, np.int64)
     # Live access records, one singly linked list per memory space.
     n_acc = acc.shape[0]
     rec_next = np.full(n_acc, -1, np.int64)
@@ -163,10 +173,9 @@ def schedule_arrays(track, cycles, fixed_ns, dma_first, dma_count, acc_ptr, acc,
                         ready = rec_end[r]
                 r = rec_next[r]
         if dma_first[i] >= 0:
-            for e in range(dma_first[i], dma_first[i] + dma_count[i]):
-                if dma_free[e] > ready:
-                    ready = dma_free[e]
             duration = fixed_ns[i]
+            e0 = dma_first[i]
+            ready = _dma_window(busy_s, busy_e, busy_n, e0, e0 + dma_count[i], ready, duration)
         else:
             duration = cycles[i] / clock_ghz[track[i]]
             if track[i] == 0:  # TensorE dI/dt throttle
@@ -182,7 +191,7 @@ def schedule_arrays(track, cycles, fixed_ns, dma_first, dma_count, acc_ptr, acc,
             tensor_last_end = end[i]
         if dma_first[i] >= 0:
             for e in range(dma_first[i], dma_first[i] + dma_count[i]):
-                dma_free[e] = end[i]
+                _dma_occupy(busy_s, busy_e, busy_n, e, start[i], end[i])
         # record this instruction's accesses; a write drops the records it fully covers
         for k in range(acc_ptr[i], acc_ptr[i + 1]):
             space = acc[k, 0]
@@ -203,6 +212,45 @@ def schedule_arrays(track, cycles, fixed_ns, dma_first, dma_count, acc_ptr, acc,
             rec_next[k] = head[space]
             head[space] = k
     return start, end
+
+
+@njit(cache=True)
+def _dma_window(busy_s, busy_e, busy_n, e0, e1, t, duration):
+    """Earliest start >= t at which engines [e0, e1) are all free for ``duration``."""
+    moved = True
+    while moved:
+        moved = False
+        for e in range(e0, e1):
+            n = busy_n[e]
+            k = np.searchsorted(busy_e[e, :n], t, side="right")  # first interval ending after t
+            if k < n and busy_s[e, k] < t + duration:
+                t = busy_e[e, k]
+                moved = True
+    return t
+
+
+@njit(cache=True)
+def _dma_occupy(busy_s, busy_e, busy_n, e, s, f):
+    """Add [s, f) to engine e's busy intervals (it overlaps none of them)."""
+    n = busy_n[e]
+    k = np.searchsorted(busy_s[e, :n], s)
+    joins_prev = k > 0 and busy_e[e, k - 1] >= s
+    joins_next = k < n and busy_s[e, k] <= f
+    if joins_prev and joins_next:
+        busy_e[e, k - 1] = busy_e[e, k]
+        busy_s[e, k:n - 1] = busy_s[e, k + 1:n]
+        busy_e[e, k:n - 1] = busy_e[e, k + 1:n]
+        busy_n[e] = n - 1
+    elif joins_prev:
+        busy_e[e, k - 1] = f
+    elif joins_next:
+        busy_s[e, k] = s
+    else:
+        busy_s[e, k + 1:n + 1] = busy_s[e, k:n].copy()
+        busy_e[e, k + 1:n + 1] = busy_e[e, k:n].copy()
+        busy_s[e, k] = s
+        busy_e[e, k] = f
+        busy_n[e] = n + 1
 
 
 @njit(cache=True, inline="always")
