@@ -27,7 +27,7 @@ _SELF_WRITE = ((ReturnKind.WRITE, (0, "self")),)
 class _Conversion:
     """Turns device arguments into host arguments, noting what the call reads."""
 
-    __slots__ = ("index", "bytes_in", "signature", "cast", "keep_int64", "narrowed")
+    __slots__ = ("index", "bytes_in", "signature", "cast", "keep_int64", "narrowed", "host_tensors")
 
     def __init__(self, cast: bool, keep_int64: bool):
         self.index = None
@@ -36,10 +36,13 @@ class _Conversion:
         self.cast = cast
         self.keep_int64 = keep_int64
         self.narrowed: set = set()
+        self.host_tensors = False
 
     def __call__(self, a):
         if isinstance(a, Tensor):
             if a.is_cpu or a.is_meta:
+                if a.is_cpu and a.dim():
+                    self.host_tensors = True
                 return a
             if self.index is None:
                 self.index = a.get_device()
@@ -67,15 +70,7 @@ def run_on_host(plan: OpPlan, args: tuple, kwargs: dict):
         if result is not _SLOW:
             return result
     cast = plan.casts_64bit and settings.cast_64bit()
-    keep_int64 = cast and dtype_policy.needs_int64(plan.name)
-    try:
-        return _run(plan, args, kwargs, cast, keep_int64)
-    except (RuntimeError, TypeError, NotImplementedError) as exc:
-        if not cast or keep_int64 or "Long" not in str(exc) and "int64" not in str(exc):
-            raise
-        # The host kernel wants int64 indices; their values are the same in 32 bits.
-        dtype_policy.learn_needs_int64(plan.name)
-        return _run(plan, args, kwargs, cast, True)
+    return _run(plan, args, kwargs, cast, cast and dtype_policy.needs_int64(plan.name))
 
 
 _SLOW = object()
@@ -93,7 +88,10 @@ def _run_fast(plan: OpPlan, args: tuple, kwargs: dict):
     hargs = []
     for a in args:
         if isinstance(a, Tensor):
-            if not a.is_cpu:
+            if a.is_cpu:
+                if a.dim():
+                    return _SLOW  # a CPU tensor that is not a scalar: the slow path checks it
+            else:
                 if a.dtype in _NARROW and plan.casts_64bit:
                     return _SLOW
                 if index is None:
@@ -140,6 +138,48 @@ def _run(plan: OpPlan, args: tuple, kwargs: dict, cast: bool, keep_int64: bool):
     conv = _Conversion(cast, keep_int64)
     hargs = [conv(a) for a in args]
     hkwargs = {k: conv(v) for k, v in kwargs.items()} if kwargs else {}
+    if conv.host_tensors and conv.index is not None:
+        _check_same_device(plan, args, kwargs, conv.index)
+    try:
+        return _call(plan, args, kwargs, conv, hargs, hkwargs)
+    except (RuntimeError, TypeError) as exc:
+        if torch.int64 not in conv.narrowed or keep_int64:
+            raise
+        # Some host kernels insist on int64 indices (gather, nll_loss targets); index values are
+        # the same in 32 bits, so rerun keeping them and remember the op.
+        try:
+            result = _run(plan, args, kwargs, cast, True)
+        except (RuntimeError, TypeError):
+            raise exc from None
+        dtype_policy.learn_needs_int64(plan.name)
+        return result
+
+
+def _check_same_device(plan: OpPlan, args: tuple, kwargs: dict, index: int) -> None:
+    """CPU tensors other than 0-dim scalars (and CPU index lists) cannot mix with device tensors,
+    as on any accelerator; the host computation would not notice."""
+    for ref in _refs(plan, args, kwargs):
+        if ref in plan.index_lists:
+            continue
+        value = get_arg(args, kwargs, ref)
+        for t in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(t, Tensor) and t.is_cpu and t.dim() > 0:
+                raise RuntimeError(
+                    "Expected all tensors to be on the same device, but found at least two devices, "
+                    f"neuron:{index} and cpu! (when checking arguments for {plan.name})"
+                )
+
+
+def _refs(plan: OpPlan, args: tuple, kwargs: dict):
+    names = [a.name for a in plan.op._schema.arguments]
+    for pos in range(len(args)):
+        yield (pos, names[pos])
+    for name in kwargs:
+        if name in names:
+            yield (names.index(name), name)
+
+
+def _call(plan: OpPlan, args, kwargs, conv: _Conversion, hargs, hkwargs):
     index = state.current_device() if conv.index is None else conv.index
     if plan.generator is not None and get_arg(args, kwargs, plan.generator) is None:
         _set_arg(hargs, hkwargs, plan.generator, random.generator(index))

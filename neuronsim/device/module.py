@@ -127,3 +127,11 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 def _sleep(cycles: int) -> None:
     """A no-op, as on TorchNeuron."""
+
+
+def __getattr__(name: str):
+    # torch.utils.checkpoint reads `device_module._initialized` (CUDA's flag) before stashing
+    # device RNG states; it must follow the device's lazy init.
+    if name == "_initialized":
+        return state.is_initialized()
+    raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")

@@ -227,7 +227,7 @@ def install() -> int:
     fallbacks.fallback(unsupported.sparse_kernel, "SparsePrivateUse1")
     fallbacks.fallback(unsupported.nested_kernel, "NestedTensorPrivateUse1")
     lib.impl("_make_dual", unsupported.forward_ad_kernel, "AutogradPrivateUse1")
-    unsupported.guard_jagged_nested_tensors()
+    unsupported.guard_nested_tensors()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "overriding a previously registered kernel" is intended
         lib.impl("_pin_memory", _pin_memory, "CPU")

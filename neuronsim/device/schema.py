@@ -45,6 +45,7 @@ class OpPlan:
     generator: ArgRef | None
     seeded: bool  # draws from the default generator without a generator argument
     dtype_args: tuple[ArgRef, ...]
+    index_lists: tuple[ArgRef, ...]  # `Tensor?[] indices`: CPU index tensors are allowed
     casts_64bit: bool
 
     @property
@@ -71,6 +72,7 @@ def plan_op(op: torch._ops.OpOverload) -> OpPlan:
     outs: list[ArgRef] = []
     generator = None
     dtype_args: list[ArgRef] = []
+    index_lists: list[ArgRef] = []
     for pos, arg in enumerate(schema.arguments):
         ref = (pos, arg.name)
         if arg.alias_info is not None:
@@ -82,13 +84,18 @@ def plan_op(op: torch._ops.OpOverload) -> OpPlan:
             generator = ref
         if _is_dtype(arg):
             dtype_args.append(ref)
+        if str(arg.real_type) == "List[Optional[Tensor]]":
+            index_lists.append(ref)
     returns = []
     for ret in schema.returns:
         info = ret.alias_info
         if info is None:
             returns.append((ReturnKind.FRESH, None))
         else:
-            source = alias_sets.get(next(iter(info.before_set)))
+            # A list return (`Tensor(a)[]`) carries its alias set on the element type, which the
+            # Python schema does not show: then it aliases the one argument that has an alias set.
+            sets = info.before_set or set(alias_sets)
+            source = alias_sets.get(next(iter(sets))) if len(sets) == 1 else None
             returns.append((ReturnKind.WRITE if info.is_write else ReturnKind.VIEW, source))
     if any(kind is ReturnKind.VIEW for kind, _ in returns):
         kind = WrapperKind.VIEW
@@ -110,6 +117,7 @@ def plan_op(op: torch._ops.OpOverload) -> OpPlan:
         generator=generator,
         seeded=seeded,
         dtype_args=tuple(dtype_args),
+        index_lists=tuple(index_lists),
         casts_64bit=name.split(".")[0] not in _NO_64BIT_CAST and kind is not WrapperKind.VIEW,
     )
 

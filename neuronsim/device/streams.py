@@ -17,9 +17,14 @@ class Stream(torch.Stream):
 
     def __new__(cls, device=None, priority: int = 0, **kwargs):
         index = state.device_index(device)
-        return super().__new__(
-            cls, device=torch.device(state.DEVICE_TYPE, index), priority=priority, **kwargs
-        )
+        device = torch.device(state.DEVICE_TYPE, index)
+        self = super().__new__(cls, device=device, priority=priority, **kwargs)
+        self._index = index  # torch's Python device guard labels every stream neuron:0
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(state.DEVICE_TYPE, self._index)
 
     def query(self) -> bool:
         return True

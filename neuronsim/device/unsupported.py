@@ -56,10 +56,15 @@ def forward_ad_kernel(*args, **kwargs):
     )
 
 
-def guard_jagged_nested_tensors() -> None:
-    """Jagged NestedTensors are a Python subclass over plain tensors, so no dispatch key sees
-    them: refuse to build one over neuron values."""
+def guard_nested_tensors() -> None:
+    """Ops on strided NestedTensors reach the NestedTensorPrivateUse1 fallback, but constructors
+    build them in C++ from CPU parts, and jagged NestedTensors are a Python subclass over plain
+    tensors that no dispatch key sees: refuse both at construction."""
+    import torch.nested
     from torch.nested._internal.nested_tensor import NestedTensor
+
+    for name in ("nested_tensor", "as_nested_tensor", "nested_tensor_from_jagged", "narrow"):
+        setattr(torch.nested, name, _refusing_neuron_results(getattr(torch.nested, name)))
 
     original_init = NestedTensor.__init__
     if getattr(original_init, "__neuronsim_guard__", False):
@@ -72,3 +77,16 @@ def guard_jagged_nested_tensors() -> None:
 
     __init__.__neuronsim_guard__ = True
     NestedTensor.__init__ = __init__
+
+
+def _refusing_neuron_results(constructor):
+    import functools
+
+    @functools.wraps(constructor)
+    def wrapper(*args, **kwargs):
+        result = constructor(*args, **kwargs)
+        if result.is_nested and result.device.type == "neuron":
+            raise NotImplementedError(str(unsupported("NestedTensors", "keep nested tensors on the CPU")))
+        return result
+
+    return wrapper

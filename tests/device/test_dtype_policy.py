@@ -1,0 +1,88 @@
+"""TorchNeuron's 64-bit policy: float64/int64 compute in 32 bits and are cast back; a switch turns it off."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import neuronsim
+from neuronsim import env
+from neuronsim.options import from_environment
+
+TINY = 1e-10  # lost next to 1.0 in float32, kept in float64
+
+
+def test_float64_ops_compute_in_float32_and_keep_their_dtype():
+    x = torch.tensor([1.0], dtype=torch.float64, device="neuron")
+    y = x + TINY
+    assert y.dtype == torch.float64
+    assert y.item() == 1.0
+    assert (x.cpu() + TINY).item() != 1.0
+    z = torch.tensor([1.0 / 3], dtype=torch.float64, device="neuron") * 1.0
+    assert z.item() == float(torch.tensor(1.0 / 3, dtype=torch.float32))
+
+
+def test_int64_ops_compute_in_int32():
+    x = torch.tensor([2**31 - 1], device="neuron")
+    assert x.dtype == torch.int64
+    assert (x + 1).dtype == torch.int64
+    assert (x + 1).item() == -(2**31)
+
+
+def test_switch_turns_the_policy_off():
+    x = torch.tensor([1.0], dtype=torch.float64, device="neuron")
+    with neuronsim.options(cast_64bit=False):
+        assert (x + TINY).item() == 1.0 + TINY
+        assert (torch.tensor([2**31 - 1], device="neuron") + 1).item() == 2**31
+    assert from_environment({env.NEURON_SIM_CAST_64BIT: "0"}).cast_64bit is False
+    assert from_environment({env.NEURON_SIM_CAST_64BIT: "1"}).cast_64bit is True
+    with pytest.raises(ValueError):
+        from_environment({env.NEURON_SIM_CAST_64BIT: "maybe"})
+
+
+def test_copies_are_exact():
+    values = torch.tensor([1.0 + TINY, 2**40 + 0.5], dtype=torch.float64)
+    on_device = values.to("neuron")
+    assert torch.equal(on_device.cpu(), values)
+    assert torch.equal(on_device.clone().cpu(), values)
+    big = torch.tensor([2**40], dtype=torch.int64)
+    assert big.to("neuron").cpu().item() == 2**40
+
+
+def test_in_place_and_out_on_64bit_tensors():
+    x = torch.ones(3, dtype=torch.float64, device="neuron")
+    x.add_(TINY)
+    assert x.dtype == torch.float64 and x.cpu().tolist() == [1.0, 1.0, 1.0]
+    out = torch.empty(3, dtype=torch.float64, device="neuron")
+    torch.add(x, TINY, out=out)
+    assert out.cpu().tolist() == [1.0, 1.0, 1.0]
+    grown = torch.empty(0, dtype=torch.int64, device="neuron")
+    torch.add(torch.tensor([2**31 - 1, 1], device="neuron"), 1, out=grown)
+    assert grown.cpu().tolist() == [-(2**31), 2]
+
+
+def test_explicit_dtypes_are_honoured():
+    x = torch.ones(3, dtype=torch.float64, device="neuron")
+    assert x.sum(dtype=torch.float32).dtype == torch.float32
+    assert x.sum().dtype == torch.float64
+    assert torch.ones(3, device="neuron").sum(dtype=torch.float64).dtype == torch.float64
+    assert torch.arange(4, dtype=torch.float64, device="neuron").dtype == torch.float64
+    assert torch.argmax(x).dtype == torch.int64
+
+
+def test_int64_indices_work_with_ops_that_insist_on_them():
+    src = torch.arange(6.0, device="neuron").view(2, 3)
+    index = torch.tensor([[0], [2]], device="neuron")
+    assert torch.gather(src, 1, index).cpu().tolist() == [[0.0], [5.0]]
+    assert torch.zeros(2, 3, device="neuron").scatter_(1, index, 1.0).sum().item() == 2
+    logits = torch.randn(3, 5, device="neuron")
+    target = torch.tensor([1, 2, 3], device="neuron")
+    expected = torch.nn.functional.cross_entropy(logits.cpu(), target.cpu())
+    torch.testing.assert_close(torch.nn.functional.cross_entropy(logits, target).cpu(), expected)
+
+
+def test_random_float64_draws_keep_their_dtype():
+    torch.manual_seed(0)
+    r = torch.randn(4, dtype=torch.float64, device="neuron")
+    assert r.dtype == torch.float64
+    assert torch.equal(r.cpu(), r.cpu().float().double())
