@@ -20,6 +20,9 @@ PSUM is allocated in whole 2 KiB banks (an accumulation group lives in one bank,
 
 from __future__ import annotations
 
+import bisect
+import heapq
+
 from neuronsim.errors import PsumCapacityError, SbufCapacityError
 from neuronsim.nki.tracing import Buffer, Trace
 from neuronsim.sim.ir import Memory
@@ -90,16 +93,25 @@ def _linear_scan(bufs: list[Buffer], degree: int, unit: int, capacity: int) -> _
     pinned = [b for b in bufs if b.pinned]
     order = sorted((b for b in bufs if not b.pinned), key=lambda b: (b.first, b.id))
     active: list[tuple[int, int, Buffer]] = []  # (address, size, buffer), sorted by address
+    expiry: list[tuple[int, int]] = []  # heap of (held-until, buffer id)
+    by_id: dict[int, tuple[int, int, Buffer]] = {}
     for b in order:
         start = b.first
-        active = [a for a in active if end[a[2].id] >= start]
+        while expiry and expiry[0][0] < start:
+            _, bid = heapq.heappop(expiry)
+            active.remove(by_id.pop(bid))
         size = _rounded(b.bytes_per_partition, unit)
-        busy = active + [
-            (p.address[1], _rounded(p.bytes_per_partition, unit), p)
-            for p in pinned
-            if p.first <= end[b.id] and end[p.id] >= start
-        ]
-        busy.sort(key=lambda a: a[0])
+        busy = active
+        if pinned:
+            busy = sorted(
+                active
+                + [
+                    (p.address[1], _rounded(p.bytes_per_partition, unit), p)
+                    for p in pinned
+                    if p.first <= end[b.id] and end[p.id] >= start
+                ],
+                key=lambda a: a[0],
+            )
         addr, largest = 0, 0
         placed = None
         for a_addr, a_size, _ in busy:
@@ -109,13 +121,14 @@ def _linear_scan(bufs: list[Buffer], degree: int, unit: int, capacity: int) -> _
             largest = max(largest, a_addr - addr)
             addr = max(addr, a_addr + a_size)
         if placed is None:
-            if capacity - addr >= size:
-                placed = addr
-            else:
+            if capacity - addr < size:
                 return _Failure(b, size, max(largest, capacity - addr), busy)
+            placed = addr
         b.address = (0, placed)
-        active.append((placed, size, b))
-        active.sort(key=lambda a: a[0])
+        entry = (placed, size, b)
+        bisect.insort(active, entry, key=lambda a: a[0])
+        by_id[b.id] = entry
+        heapq.heappush(expiry, (end[b.id], b.id))
     return None
 
 

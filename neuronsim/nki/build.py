@@ -2,8 +2,39 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from neuronsim.nki.tracing import Buffer, NkiTensor, Trace
-from neuronsim.sim.ir import ON_CHIP, AccessPattern, Engine, Instruction, Memory, Opcode, Program, TensorDecl
+from neuronsim.sim.ir import ON_CHIP, AccessPattern, Instruction, Memory, Program, TensorDecl
+
+
+def _fast_constructor(cls, names: tuple[str, ...]):
+    """A constructor for a frozen, slot-less dataclass that fills ``__dict__`` directly.
+
+    Building a Program creates a few objects per traced instruction and the frozen-dataclass
+    ``__init__`` (one ``object.__setattr__`` per field) is half the build time. Falls back to the
+    class itself if it ever grows ``__slots__``, ``__post_init__`` or other fields.
+    """
+    if (
+        hasattr(cls, "__slots__")
+        or hasattr(cls, "__post_init__")
+        or tuple(f.name for f in dataclasses.fields(cls)) != names
+    ):
+        return cls
+    new = object.__new__
+
+    def make(*values):
+        obj = new(cls)
+        obj.__dict__.update(zip(names, values))  # noqa: B905 (arity fixed by the callers below)
+        return obj
+
+    return make
+
+
+_new_ap = _fast_constructor(AccessPattern, ("tensor", "offset", "pattern"))
+_new_instruction = _fast_constructor(
+    Instruction, ("opcode", "engine", "dst", "srcs", "imm", "location", "name", "queue", "dst2")
+)
 
 
 def build_programs(trace: Trace, location: str | None) -> list[Program]:
@@ -49,21 +80,13 @@ def _build(trace: Trace, records, name: str, location: str | None) -> Program:
         d = decls.get(v.buf.id)
         if d is None:
             d = declare(v.buf)
-        return AccessPattern(d, v.offset, v.ap_pattern())
+        return _new_ap(d, v.offset, v.ap_pattern())
 
     instructions = []
     for opcode, engine, dst, srcs, imm, loc, iname, queue, dst2 in records:
         instructions.append(
-            Instruction(
-                Opcode(opcode),
-                Engine(engine),
-                ap(dst),
-                tuple(ap(s) for s in srcs),
-                imm,
-                loc,
-                iname,
-                queue,
-                ap(dst2),
+            _new_instruction(
+                opcode, engine, ap(dst), tuple([ap(s) for s in srcs]), imm, loc, iname, queue, ap(dst2)
             )
         )
     return Program(name, tuple(tensors), tuple(instructions), location)

@@ -16,7 +16,7 @@ import math
 from neuronsim.errors import ConstraintError, DtypeError, EngineAccessError, UnsupportedError
 from neuronsim.nki.tracing import NkiTensor, caller_location, current_trace
 from neuronsim.sim.dtypes import DType
-from neuronsim.sim.ir import ON_CHIP, ActFunc, AluOp, Engine, Memory, Opcode
+from neuronsim.sim.ir import ActFunc, AluOp, Engine, Memory, Opcode
 from neuronsim.sim.validate import ENGINE_READS, ENGINE_WRITES
 
 
@@ -192,10 +192,10 @@ def emit(
     idx = len(trace.records)
     location = caller_location()
     reads, writes = ENGINE_READS[eng], ENGINE_WRITES[eng]
-    roles = roles or ("src",) * len(srcs)
-    for role, v in zip(roles, srcs, strict=False):
+    for pos, v in enumerate(srcs):
         b = v.buf
         if b.memory not in reads:
+            role = roles[pos] if roles else "src"
             raise EngineAccessError(
                 f"nisa.{fn}: the {eng.name.lower()} engine cannot read {b.memory.name}; "
                 f"{role} is {_describe(v)} "
@@ -203,8 +203,8 @@ def emit(
                 instruction=f"nisa.{fn}",
                 location=location,
             )
-        root = b.root()
-        if root.memory in ON_CHIP:
+        root = b.alias_of or b
+        if root.memory is not Memory.HBM:
             if root.first < 0:
                 root.first = idx
             root.last = idx
@@ -222,9 +222,9 @@ def emit(
                 instruction=f"nisa.{fn}",
                 location=location,
             )
-        root = b.root()
+        root = b.alias_of or b
         root.written = True
-        if root.memory in ON_CHIP:
+        if root.memory is not Memory.HBM:
             if root.first < 0:
                 root.first = idx
             root.last = idx
@@ -911,7 +911,7 @@ def tensor_partition_reduce(dst, op, data, name=None):
 
 def _check_dma(fn: str, dst: NkiTensor, src: NkiTensor) -> None:
     for role, v in (("dst", dst), ("src", src)):
-        if v.memory is Memory.PSUM:
+        if v.buf.memory is Memory.PSUM:
             raise _fail(
                 fn,
                 f"DMA engines cannot access PSUM; {role} is {_describe(v)} (copy it to SBUF with "
@@ -924,7 +924,10 @@ def _check_dma(fn: str, dst: NkiTensor, src: NkiTensor) -> None:
             f"src {_describe(src)} has {src.size} elements but dst {_describe(dst)} has {dst.size}; "
             f"element counts must match",
         )
-    _check_partitions(fn, *((r, v) for r, v in (("dst", dst), ("src", src)) if v.on_chip))
+    limit = current_trace().chip.partitions
+    for role, v in (("dst", dst), ("src", src)):
+        if v.buf.memory is not Memory.HBM and v.ppair is None and v.dims and v.dims[0][1] > limit:
+            _check_partitions(fn, (role, v))
 
 
 def dma_copy(
@@ -938,7 +941,8 @@ def dma_copy(
 ):
     """Copy ``src`` to ``dst`` (HBM/SBUF <-> HBM/SBUF) on the DMA engines (casts through fp32)."""
     fn = "dma_copy"
-    dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
+    if type(dst) is not NkiTensor or type(src) is not NkiTensor:
+        dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
     _check_dma(fn, dst, src)
     emit(fn, Opcode.DMA_COPY, Engine.DMA, dst, (src,), {}, name=name, queue=current_trace().next_dma_queue())
 

@@ -10,6 +10,7 @@ signature again costs no tracing (and ``sim.prepare`` caches the schedules of it
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import itertools
 import sys
@@ -164,6 +165,16 @@ class Kernel:
     # ------------------------------------------------------------ tracing
 
     def _trace(self, items, bound, chip: ChipSpec) -> TracedKernel:
+        # Tracing allocates many small objects and frees none: the cycle collector only costs time.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._trace_all(items, bound, chip)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _trace_all(self, items, bound, chip: ChipSpec) -> TracedKernel:
         t0 = time.perf_counter()
         instances = []
         first = None

@@ -178,35 +178,36 @@ def no_reorder():
 
 def _check_on_chip(shape, dtype, memory: Memory, name: str, location) -> None:
     chip = current_trace().chip
+    per_partition = dtype.itemsize
+    for n in shape[1:]:
+        per_partition *= n
+    if (
+        len(shape) >= 2
+        and 1 <= shape[0] <= chip.partitions
+        and per_partition
+        <= (chip.sbuf_bytes_per_partition if memory is Memory.SBUF else chip.psum_bytes_per_partition)
+    ):
+        return
     what = f"{memory.name} tile '{name or 'unnamed'}' {list(shape)} {_types.DTYPES[dtype]}"
+    where = {"instruction": f"allocation of '{name}'", "location": location}
     if len(shape) < 2:
-        raise ConstraintError(
-            f"{what} must be at least 2-D with the partition dimension first",
-            instruction=f"allocation of '{name}'",
-            location=location,
-        )
+        raise ConstraintError(f"{what} must be at least 2-D with the partition dimension first", **where)
     if shape[0] > chip.partitions or shape[0] < 1:
         raise ConstraintError(
-            f"{what} has {shape[0]} partitions; the limit is {chip.partitions} (nl.tile_size.pmax)",
-            instruction=f"allocation of '{name}'",
-            location=location,
+            f"{what} has {shape[0]} partitions; the limit is {chip.partitions} (nl.tile_size.pmax)", **where
         )
-    per_partition = math.prod(shape[1:]) * dtype.itemsize
-    if memory is Memory.SBUF and per_partition > chip.sbuf_bytes_per_partition:
+    if memory is Memory.SBUF:
         raise SbufCapacityError(
             f"{what} needs {per_partition} bytes per partition; an SBUF partition has "
             f"{chip.sbuf_bytes_per_partition} usable bytes on {chip.name}",
-            instruction=f"allocation of '{name}'",
-            location=location,
+            **where,
         )
-    if memory is Memory.PSUM and per_partition > chip.psum_bytes_per_partition:
-        raise PsumCapacityError(
-            f"{what} needs {per_partition} bytes per partition; PSUM has {chip.psum_banks} banks "
-            f"of {chip.psum_bank_bytes_per_partition} bytes ({chip.psum_bytes_per_partition} "
-            f"bytes per partition)",
-            instruction=f"allocation of '{name}'",
-            location=location,
-        )
+    raise PsumCapacityError(
+        f"{what} needs {per_partition} bytes per partition; PSUM has {chip.psum_banks} banks "
+        f"of {chip.psum_bank_bytes_per_partition} bytes ({chip.psum_bytes_per_partition} "
+        f"bytes per partition)",
+        **where,
+    )
 
 
 def _dtype(dtype) -> DType:
@@ -216,6 +217,8 @@ def _dtype(dtype) -> DType:
 
 
 def _shape(shape) -> tuple[int, ...]:
+    if type(shape) is tuple and builtins.all(type(s) is int for s in shape):
+        return shape
     if isinstance(shape, int):
         return (int(shape),)
     return tuple(int(s) for s in shape)

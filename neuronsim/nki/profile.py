@@ -1,13 +1,14 @@
 """The profile of a simulated kernel run: a Neuron Explorer summary and the instruction timeline.
 
-``summary`` uses Neuron Explorer's field names and units (seconds, bytes, percent): per-engine
-active time, its share of ``total_time`` and instruction count; DMA active time (any queue moving
-data), transfer counts and bytes, HBM bytes read and written; ``model_flops`` (``2*M*N*K`` over
-the non-transpose matmuls) and ``mfu_estimated_percent`` against the chip's dense bf16 peak; plus
-``sbuf_peak_bytes`` / ``psum_peak_bytes`` (highest allocated byte, times the partitions).
+``summary`` has Neuron Explorer's field names and units (seconds, bytes, percent), computed by
+:mod:`neuronsim.profiler.summary` (the one definition of the metrics): per-engine active time, its
+share of ``total_time`` and instruction count; DMA active time (any queue moving data), transfer
+counts and bytes, HBM bytes read and written; ``model_flops`` (``2*M*N*K`` over the matmuls that
+are not transposes) and ``mfu_estimated_percent`` against the chip's dense bf16 peak;
+``sbuf_peak_bytes`` / ``psum_peak_bytes`` (highest allocated byte times the partitions).
 
 For a launch grid, instances are laid out on their physical cores (see ``simulate``): times are
-wall-clock, and the percentages are averages over the cores used.
+wall-clock, and percentages and MFU are averages over the cores used (``neuroncore_count``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from neuronsim.nki.kernel import TracedKernel
-from neuronsim.sim.engines.dma import transfer_bytes
-from neuronsim.sim.ir import Engine, Memory, Opcode
+from neuronsim.profiler.summary import ENGINES, kernel_summary, merge_summaries
+from neuronsim.sim.ir import Engine
 from neuronsim.sim.schedule import DMA_TRACK0
-
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 
 
 @dataclass(frozen=True)
@@ -67,30 +66,13 @@ class Profile:
         )
 
 
-def _union_length(intervals: list[tuple[float, float]]) -> float:
-    total, cur_start, cur_end = 0.0, None, None
-    for s, e in sorted(intervals):
-        if cur_end is None or s > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = s, e
-        else:
-            cur_end = max(cur_end, e)
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total
-
-
 def build_profile(traced: TracedKernel, runs) -> Profile:
+    """The profile of one run: ``runs[phase][instance]`` RunResults laid out on the cores."""
     chip = traced.chip
     n_inst = len(traced.instances)
     n_cores = max(1, min(n_inst, chip.default_lnc))
     timeline: list[TimelineEntry] = []
-    busy = dict.fromkeys(ENGINES, 0.0)
-    counts = dict.fromkeys(ENGINES, 0)
-    dma_intervals = []
-    dma_count = dma_bytes = hbm_read = hbm_write = matmuls = 0
-    sbuf_peak = psum_peak = 0
+    summaries = []
     t0 = 0.0
     for phase, row in enumerate(runs):
         core_time = [0.0] * n_cores
@@ -99,62 +81,31 @@ def build_profile(traced: TracedKernel, runs) -> Profile:
             offset = t0 + core_time[core]
             tl = result.timeline
             prog = result.prepared.program
-            placement = result.prepared.placement
-            sbuf_peak = max(sbuf_peak, placement.sbuf_peak_bytes)
-            psum_peak = max(psum_peak, placement.psum_peak_bytes)
+            summaries.append(kernel_summary(prog, tl, chip, result.prepared.placement))
+            starts = (tl.start_ns + offset) * 1e-9
+            ends = (tl.end_ns + offset) * 1e-9
             for k, ins in enumerate(prog.instructions):
                 track = int(tl.track[k])
-                start = (offset + float(tl.start_ns[k])) * 1e-9
-                end = (offset + float(tl.end_ns[k])) * 1e-9
-                if ins.engine is Engine.DMA:
-                    engine, queue = "dma", track - DMA_TRACK0
-                    dma_intervals.append((start, end))
-                    dma_count += 1
-                    dma_bytes += transfer_bytes(ins)
-                    if ins.srcs[0].memory is Memory.HBM:
-                        hbm_read += ins.srcs[0].nbytes
-                    if ins.dst.memory is Memory.HBM:
-                        hbm_write += ins.dst.nbytes
-                else:
-                    engine, queue = ENGINES[track], None
-                    busy[engine] += end - start
-                    counts[engine] += 1
-                    if ins.opcode is Opcode.NC_MATMUL:
-                        matmuls += 1
+                dma = ins.engine is Engine.DMA
                 timeline.append(
                     TimelineEntry(
-                        engine, start, end, ins.opcode.name, ins.location, ins.name, queue, i, core, phase
+                        "dma" if dma else ENGINES[track],
+                        float(starts[k]),
+                        float(ends[k]),
+                        ins.opcode.name,
+                        ins.location,
+                        ins.name,
+                        track - DMA_TRACK0 if dma else None,
+                        i,
+                        core,
+                        phase,
                     )
                 )
             core_time[core] += tl.total_ns
         t0 += max(core_time)
-    total = t0 * 1e-9
-    wall = total * n_cores
-    model_flops = sum(inst.matmul_flops for inst in traced.instances)
-    summary: dict = {"total_time": total}
-    for e in ("tensor", "vector", "scalar", "gpsimd", "sync"):
-        summary[f"{e}_engine_active_time"] = busy[e]
-        summary[f"{e}_engine_active_time_percent"] = 100.0 * busy[e] / wall if wall else 0.0
-        summary[f"{e}_engine_instruction_count"] = counts[e]
-    dma_active = _union_length(dma_intervals)
-    peak = chip.tensor_engine_peak_flops_bf16 * n_cores
-    summary.update(
-        {
-            "dma_active_time": dma_active,
-            "dma_active_time_percent": 100.0 * dma_active / total if total else 0.0,
-            "matmul_instruction_count": matmuls,
-            "model_flops": model_flops,
-            "transpose_flops": sum(inst.transpose_flops for inst in traced.instances),
-            "mfu_estimated_percent": 100.0 * model_flops / (peak * total) if total else 0.0,
-            "hbm_read_bytes": hbm_read,
-            "hbm_write_bytes": hbm_write,
-            "dma_transfer_count": dma_count,
-            "dma_transfer_total_bytes": dma_bytes,
-            "dma_transfer_average_bytes": dma_bytes / dma_count if dma_count else 0.0,
-            "sbuf_peak_bytes": sbuf_peak,
-            "psum_peak_bytes": psum_peak,
-            "neuroncore_count": n_cores,
-            "instruction_count": len(timeline),
-        }
-    )
+    wall = t0 * 1e-9
+    # Percentages and MFU average over the cores used: derive against n_cores x wall-clock time.
+    summary = merge_summaries(summaries, chip, total_time=wall * n_cores)
+    summary["total_time"] = wall
+    summary["neuroncore_count"] = n_cores
     return Profile(traced.name, chip.name, summary, timeline)

@@ -35,29 +35,33 @@ from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.ir import ON_CHIP, Memory
 
 _NKI_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_display: dict[str, str] = {}
+_where: dict = {}  # code object -> display file name, or None for code inside neuronsim/nki
 
 
-def _display_name(filename: str) -> str:
-    name = _display.get(filename)
-    if name is None:
+def _display_name(code) -> str | None:
+    filename = code.co_filename
+    if filename.startswith(_NKI_DIR):
+        name = None
+    else:
         try:
             rel = os.path.relpath(filename)
             name = rel if not rel.startswith("..") else filename
         except ValueError:
             name = filename
-        _display[filename] = name
+    _where[code] = name
     return name
 
 
 def caller_location(depth: int = 2) -> str | None:
     """``file:line`` of the innermost frame outside ``neuronsim/nki`` (the kernel's line)."""
     f = sys._getframe(depth)
-    while f is not None and f.f_code.co_filename.startswith(_NKI_DIR):
+    while f is not None:
+        code = f.f_code
+        name = _where[code] if code in _where else _display_name(code)
+        if name is not None:
+            return f"{name}:{f.f_lineno}"
         f = f.f_back
-    if f is None:
-        return None
-    return f"{_display_name(f.f_code.co_filename)}:{f.f_lineno}"
+    return None
 
 
 # ---------------------------------------------------------------- buffers
@@ -174,11 +178,13 @@ class NkiTensor:
         self.offset = offset
         self.dims = dims
         self.ppair = ppair
-        self.shape = tuple(n for _, n in dims)
+        self.shape = tuple([n for _, n in dims])
 
     @classmethod
     def whole(cls, buf: Buffer) -> NkiTensor:
-        return cls(buf, 0, _row_major(buf.shape, 0))
+        t = object.__new__(cls)
+        t.buf, t.offset, t.dims, t.ppair, t.shape = buf, 0, _row_major(buf.shape, 0), None, buf.shape
+        return t
 
     # --- metadata
     @property
@@ -199,7 +205,10 @@ class NkiTensor:
 
     @property
     def size(self) -> int:
-        return math.prod(self.shape)
+        n = 1
+        for _, num in self.dims:
+            n *= num
+        return n
 
     @property
     def strides(self) -> tuple[int, ...]:
@@ -520,30 +529,63 @@ def reinterpret(buf: Buffer, dtype) -> Buffer:
 
 
 def _as_index(k) -> int | None:
-    if isinstance(k, bool):
+    if type(k) is int:
+        return k
+    if isinstance(k, (slice, DynSlice, bool)) or k is None:
         return None
-    try:
-        return k.__index__()
-    except (AttributeError, TypeError):
-        return None
+    index = getattr(k, "__index__", None)
+    return None if index is None else index()
+
+
+def _slice(k: slice, num: int, d: int, t: NkiTensor) -> tuple[int, int, int]:
+    """(start, count, step) of a slice on a dim of size ``num``; explicit bounds outside it are errors."""
+    start, stop, step = k.start, k.stop, k.step
+    if step is None and (start is None or type(start) is int) and (stop is None or type(stop) is int):
+        start = 0 if start is None else (start + num if start < 0 else start)
+        stop = num if stop is None else (stop + num if stop < 0 else stop)
+        if 0 <= start <= num and 0 <= stop <= num:
+            return start, max(0, stop - start), 1
+    else:
+        for bound in (start, stop):
+            b = _as_index(bound) if bound is not None else None
+            if b is not None and not -num <= b <= num:
+                break
+        else:
+            start, stop, step = k.indices(num)
+            return start, len(range(start, stop, step)), step
+    raise OutOfBoundsError(
+        f"slice {k.start}:{k.stop} is out of range for dim {d} (size {num}) of {t!r}",
+        location=caller_location(),
+    )
 
 
 def index_view(t: NkiTensor, key) -> NkiTensor:
-    if not isinstance(key, tuple):
+    if type(key) is not tuple:
         key = (key,)
     n = len(t.dims)
-    if any(k is Ellipsis for k in key):
+    if Ellipsis in key:
         at = key.index(Ellipsis)
-        fill = n - (len(key) - 1)
-        key = key[:at] + (slice(None),) * fill + key[at + 1 :]
+        key = key[:at] + (slice(None),) * (n - (len(key) - 1)) + key[at + 1 :]
     if len(key) > n:
         raise OutOfBoundsError(f"{len(key)} indices for {t!r} with {n} dims", location=caller_location())
-    key = key + (slice(None),) * (n - len(key))
     offset = t.offset
     dims = []
     ppair = t.ppair
-    partition_dim = t.buf.memory in ON_CHIP and ppair is None
-    for d, (k, (step, num)) in enumerate(zip(key, t.dims, strict=False)):
+    partition_dim = ppair is None and t.buf.memory in ON_CHIP
+    tdims = t.dims
+    for d, k in enumerate(key):
+        step, num = tdims[d]
+        if type(k) is slice:
+            start, count, st = _slice(k, num, d, t)
+            if st != 1 and d == 0 and partition_dim:
+                raise ConstraintError(
+                    f"slice step {st} on the partition dimension of {t!r}: on-chip accesses "
+                    f"cover consecutive partitions",
+                    location=caller_location(),
+                )
+            offset += start * step
+            dims.append((step * st, count))
+            continue
         i = _as_index(k)
         if i is not None:
             if i < 0:
@@ -555,25 +597,6 @@ def index_view(t: NkiTensor, key) -> NkiTensor:
             offset += i * step
             if d == 0 and partition_dim:
                 ppair = (step, 1)
-            continue
-        if isinstance(k, slice):
-            for bound in (k.start, k.stop):
-                b = _as_index(bound) if bound is not None else None
-                if b is not None and not -num <= b <= num:
-                    raise OutOfBoundsError(
-                        f"slice {k.start}:{k.stop} is out of range for dim {d} (size {num}) of {t!r}",
-                        location=caller_location(),
-                    )
-            start, stop, st = k.indices(num)
-            count = len(range(start, stop, st))
-            if d == 0 and partition_dim and st != 1:
-                raise ConstraintError(
-                    f"slice step {st} on the partition dimension of {t!r}: on-chip accesses "
-                    f"cover consecutive partitions",
-                    location=caller_location(),
-                )
-            offset += start * step
-            dims.append((step * st, count))
             continue
         if isinstance(k, DynSlice):
             if k.start < 0 or k.start + k.size > num or k.size < 0:
@@ -587,6 +610,8 @@ def index_view(t: NkiTensor, key) -> NkiTensor:
             f"index {k!r} ({type(k).__name__}) is not supported; use ints, slices or nl.ds",
             location=caller_location(),
         )
+    if len(key) < n:
+        dims.extend(tdims[len(key) :])
     return NkiTensor(t.buf, offset, tuple(dims), ppair)
 
 
@@ -613,6 +638,7 @@ class Trace:
         self.buffers: list[Buffer] = []
         self.records: list[tuple] = []  # (opcode, engine, dst, srcs, imm, location, name, queue, dst2)
         self.loops: list[LoopFrame] = []
+        self.affine_key: tuple = ()  # locations of the enclosing affine_range loops
         self.aliases: dict[int, list[Buffer]] = {}
         self.site_counts: dict[Any, int] = {}
         self.dma_queue = 0
@@ -647,7 +673,7 @@ class Trace:
             len(self.buffers),
             self.unique_name(name),
             memory,
-            tuple(int(s) for s in shape),
+            shape if type(shape) is tuple else tuple(int(s) for s in shape),
             dtype,
             kind,
             location,
@@ -655,7 +681,7 @@ class Trace:
         )
         self.buffers.append(buf)
         if register and memory in ON_CHIP:
-            affine = tuple(f.location for f in self.loops if f.kind == "affine")
+            affine = self.affine_key
             site = (location, tag, affine)
             buf.site = site
             buf.site_index = self.site_counts.get(site, 0)
@@ -715,9 +741,13 @@ def loop(kind: str, start, stop=None, step=1):
 def _traced_loop(trace: Trace, kind: str, r: range, location):
     frame = LoopFrame(kind, location)
     trace.loops.append(frame)
+    outer_key = trace.affine_key
+    if kind == "affine":
+        trace.affine_key = outer_key + (location,)
     try:
         for i in r:
             yield i
             frame.iteration += 1
     finally:
         trace.loops.remove(frame)
+        trace.affine_key = outer_key
