@@ -20,8 +20,6 @@ _CPU = torch.device("cpu")
 CPU_KEYS = DispatchKeySet(DispatchKey.CPU)
 _as_strided = torch.ops.aten.as_strided.default
 _NARROW = dtype_policy.NARROW
-_ONE_FRESH = ((ReturnKind.FRESH, None),)
-_SELF_WRITE = ((ReturnKind.WRITE, (0, "self")),)
 
 
 class _Conversion:
@@ -65,7 +63,7 @@ class _Conversion:
 
 
 def run_on_host(plan: OpPlan, args: tuple, kwargs: dict):
-    if plan.fast:
+    if plan.fast_path is not None:
         result = _run_fast(plan, args, kwargs)
         if result is not _SLOW:
             return result
@@ -79,9 +77,7 @@ _SLOW = object()
 def _run_fast(plan: OpPlan, args: tuple, kwargs: dict):
     """The common case, kept short: tensor (not list) arguments, no 64-bit tensors to narrow,
     one fresh result or an in-place update of ``self``. Returns ``_SLOW`` for anything else."""
-    single_fresh = plan.returns == _ONE_FRESH
-    if not (single_fresh or plan.returns == _SELF_WRITE):
-        return _SLOW
+    single_fresh = plan.fast_path == "fresh"
     index = None
     bytes_in = 0
     signature = []
@@ -112,7 +108,7 @@ def _run_fast(plan: OpPlan, args: tuple, kwargs: dict):
                 return _SLOW
     if index is None:
         return _SLOW
-    result = plan.op(*hargs, **kwargs)
+    result = plan.call(*hargs, **kwargs)
     if single_fresh:
         if not isinstance(result, Tensor):
             return _finish_other_result(plan, result, signature, bytes_in, index)
@@ -187,9 +183,9 @@ def _call(plan: OpPlan, args, kwargs, conv: _Conversion, hargs, hkwargs):
         result = _call_with_outs(plan, args, kwargs, hargs, hkwargs, index)
     elif plan.seeded:
         with random.as_host_default(index):
-            result = plan.op(*hargs, **hkwargs)
+            result = plan.call(*hargs, **hkwargs)
     else:
-        result = plan.op(*hargs, **hkwargs)
+        result = plan.call(*hargs, **hkwargs)
     bytes_out = 0
     if conv.narrowed:
         bytes_out += _write_back_narrowed(plan.written, args, kwargs, hargs, hkwargs)
@@ -265,9 +261,9 @@ def _call_with_outs(plan: OpPlan, args, kwargs, hargs, hkwargs, index):
             replaced.append((device_out, fresh))
     if plan.seeded:
         with random.as_host_default(index):
-            result = plan.op(*hargs, **hkwargs)
+            result = plan.call(*hargs, **hkwargs)
     else:
-        result = plan.op(*hargs, **hkwargs)
+        result = plan.call(*hargs, **hkwargs)
     for device_out, fresh in replaced:
         write_back(device_out, fresh)
     done = {id(d) for d, _ in replaced}

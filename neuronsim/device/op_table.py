@@ -193,12 +193,18 @@ _NAMED = {
 
 
 def _direct_ops(skip: set[str]):
-    """Structured (CompositeExplicitAutogradNonFunctional) and ``_foreach_`` ops, each overload."""
+    """Structured (CompositeExplicitAutogradNonFunctional) and ``_foreach_`` ops, and ops with both
+    a CPU kernel and a CompositeExplicitAutograd one (``native_layer_norm``): those decompose on
+    other devices, so registering them keeps the CPU's single kernel and its numerics."""
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith("aten::") or name in skip or has_kernel(name, KEY):
             continue
-        if name.startswith("aten::_foreach_") or has_kernel(name, "CompositeExplicitAutogradNonFunctional"):
+        if (
+            name.startswith("aten::_foreach_")
+            or has_kernel(name, "CompositeExplicitAutogradNonFunctional")
+            or (has_kernel(name, "CPU") and has_kernel(name, "CompositeExplicitAutograd"))
+        ):
             base, _, overload = name[len("aten::") :].partition(".")
             yield getattr(getattr(aten, base), overload or "default")
 

@@ -48,12 +48,10 @@ class OpPlan:
     index_lists: tuple[ArgRef, ...]  # `Tensor?[] indices`: CPU index tensors are allowed
     casts_64bit: bool
 
-    @property
-    def fast(self) -> bool:
-        """Functional or in-place, no RNG: the common case, with a short path."""
-        return self.kind in (WrapperKind.FUNCTIONAL, WrapperKind.INPLACE) and not (
-            self.generator or self.seeded
-        )
+    # The short path of the host fallback: no RNG, and one fresh result ("fresh") or an in-place
+    # update returning ``self`` ("self"); None otherwise.
+    fast_path: str | None = None
+    call: object = None  # the op's C++ entry point (skips OpOverload.__call__)
 
 
 def _is_generator(arg) -> bool:
@@ -107,6 +105,12 @@ def plan_op(op: torch._ops.OpOverload) -> OpPlan:
         kind = WrapperKind.FUNCTIONAL
     seeded = torch.Tag.nondeterministic_seeded in op.tags and generator is None
     name = op.name()
+    fast_path = None
+    if not (generator or seeded):
+        if returns == [(ReturnKind.FRESH, None)] and kind is WrapperKind.FUNCTIONAL:
+            fast_path = "fresh"
+        elif returns == [(ReturnKind.WRITE, (0, "self"))] and kind is WrapperKind.INPLACE:
+            fast_path = "self"
     return OpPlan(
         op=op,
         name=name,
@@ -119,6 +123,8 @@ def plan_op(op: torch._ops.OpOverload) -> OpPlan:
         dtype_args=tuple(dtype_args),
         index_lists=tuple(index_lists),
         casts_64bit=name.split(".")[0] not in _NO_64BIT_CAST and kind is not WrapperKind.VIEW,
+        fast_path=fast_path,
+        call=op._op,
     )
 
 
