@@ -43,7 +43,7 @@ class Application:
         if self._err is None:
             from rich.console import Console
 
-            self._err = Console(stderr=True, highlight=False)
+            self._err = Console(stderr=True, highlight=False, soft_wrap=True)  # messages stay one line
         return self._err
 
     def error(self, message: str) -> None:

@@ -62,6 +62,15 @@ def us(ns: float) -> float:
     return round(ns / 1000.0, 3)
 
 
+def _dur(ts: float, end: float) -> float:
+    """``end - ts`` such that ``ts + dur == end`` exactly in floats: back-to-back slices then meet
+    exactly even at wall-clock magnitudes (~5e12 us, where a double resolves ~1 ns)."""
+    if end <= ts:
+        return 0.0
+    tidy = round(end - ts, 3)
+    return tidy if ts + tidy == end else end - ts
+
+
 def dma_queue_name(queue: int) -> str:
     return f"DMA q{queue}"
 
@@ -138,9 +147,8 @@ class TraceBuilder:
     # ---- events (positions in ns of the builder's time base) ----------------------------------
     def slice(self, pid: int, tid: int, name: str, start_ns: float, end_ns: float, cat: str,
               args: dict | None = None) -> dict:
-        ts = us(start_ns - self.origin_ns)
-        event = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts,
-                 "dur": max(0.0, round(us(end_ns - self.origin_ns) - ts, 3))}
+        ts, end = us(start_ns - self.origin_ns), us(end_ns - self.origin_ns)
+        event = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": _dur(ts, end)}
         if args:
             event["args"] = args
         self.events.append(event)

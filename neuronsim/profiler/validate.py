@@ -21,7 +21,8 @@ FOREIGN_PHASES = frozenset("Istf")  # torch.profiler writes flow events (s/f) in
 METADATA_NAMES = frozenset({"process_name", "process_labels", "process_sort_index", "thread_name",
                             "thread_sort_index"})
 DEVICE_PROCESS_PREFIX = "neuron:"
-TOLERANCE_US = 1e-6  # ts/dur are rounded to the nanosecond; sums may differ by a float ulp
+TOLERANCE_US = 1e-6  # ts/dur are rounded to the nanosecond; sums may differ by a float ulp ...
+ULPS = 2.0**-51  # ... which at wall-clock magnitudes (~5e12 us, torch traces) is ~1 ns: allow 2 ulps
 
 
 class TraceValidationError(ValueError):
@@ -139,7 +140,8 @@ def _check_track(pid, tid, spans, strict: bool, names: dict, events: list) -> li
     spans.sort(key=lambda s: (s[0], -s[1]))
     stack: list[tuple] = []
     for start, end, i in spans:
-        while stack and stack[-1][1] <= start + TOLERANCE_US:
+        tol = max(TOLERANCE_US, abs(start) * ULPS)
+        while stack and stack[-1][1] <= start + tol:
             stack.pop()
         if stack:
             outer = stack[-1]
@@ -147,7 +149,7 @@ def _check_track(pid, tid, spans, strict: bool, names: dict, events: list) -> li
             if strict:
                 out.append(f"{what}: slice {events[i].get('name')!r} [{start}, {end}] overlaps "
                            f"{events[outer[2]].get('name')!r} [{outer[0]}, {outer[1]}]")
-            elif end > outer[1] + TOLERANCE_US:
+            elif end > outer[1] + tol:
                 out.append(f"{what}: slice {events[i].get('name')!r} [{start}, {end}] partly overlaps "
                            f"{events[outer[2]].get('name')!r} [{outer[0]}, {outer[1]}]")
         stack.append((start, end, i))
