@@ -66,16 +66,10 @@ class HbmLedger:
         with self._lock:
             self.check(nbytes)
             self._live[weakref.ref(storage, self._release)] = nbytes
-            for row, amount in (
-                (self._bytes[0], nbytes),
-                (self._bytes[pool], nbytes),
-                (self._count[0], 1),
-                (self._count[pool], 1),
-            ):
-                cur = row[_CUR] = row[_CUR] + amount
-                row[_ALLOC] += amount
-                if cur > row[_PEAK]:
-                    row[_PEAK] = cur
+            _add(self._bytes[0], nbytes)
+            _add(self._bytes[pool], nbytes)
+            _add(self._count[0], 1)
+            _add(self._count[pool], 1)
 
     def _release(self, ref: weakref.ref) -> None:
         with self._lock:
@@ -83,14 +77,10 @@ class HbmLedger:
             if not nbytes:
                 return
             pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
-            for row, amount in (
-                (self._bytes[0], nbytes),
-                (self._bytes[pool], nbytes),
-                (self._count[0], 1),
-                (self._count[pool], 1),
-            ):
-                row[_CUR] -= amount
-                row[_FREED] += amount
+            _remove(self._bytes[0], nbytes)
+            _remove(self._bytes[pool], nbytes)
+            _remove(self._count[0], 1)
+            _remove(self._count[pool], 1)
 
     def reset_peak(self) -> None:
         with self._lock:
@@ -144,6 +134,18 @@ class HbmLedger:
             f"({allocated} bytes) is allocated by tensors. This is the simulated HBM of one logical "
             f"NeuronCore of {settings.chip().name}; set {env.NEURON_SIM_HBM_BYTES} to change it."
         )
+
+
+def _add(row: list[int], amount: int) -> None:
+    cur = row[_CUR] = row[_CUR] + amount
+    row[_ALLOC] += amount
+    if cur > row[_PEAK]:
+        row[_PEAK] = cur
+
+
+def _remove(row: list[int], amount: int) -> None:
+    row[_CUR] -= amount
+    row[_FREED] += amount
 
 
 _ledgers: dict[int, HbmLedger] = {}
