@@ -1,6 +1,8 @@
 """What the device layer reads from the simulation options: the chip, the HBM budget, the 64-bit policy.
 
 Read at use (not cached at import) so ``neuronsim.options(...)`` scopes apply to the device too.
+Scopes are context variables: they cover ops issued by the scoping thread, not the backward ops
+torch runs on its autograd device thread, which see the process defaults (the environment).
 """
 
 from __future__ import annotations
