@@ -2,8 +2,8 @@
 
 import json
 
-from click.testing import CliRunner
 from cli_helpers import neuronsim
+from click.testing import CliRunner
 
 from neuronsim.cli.info import info
 from neuronsim.sim.chips import get_chip

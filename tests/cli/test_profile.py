@@ -67,7 +67,7 @@ def test_profile_an_nki_script_with_instruction_detail(tmp_path):
     assert ops and ops[0]["kind"] == "nki.simulate"
 
 
-def test_profile_a_device_script_keeps_its_exit_code_and_writes_a_host_plus_device_trace(tmp_path):
+def test_profile_device_script_exit_code_and_host_plus_device_trace(tmp_path, monkeypatch):
     out = tmp_path / "prof"
     result = neuronsim("profile", "-o", out, "--html", "--json", _write(tmp_path, DEVICE))
     assert result.returncode == 4, result.stderr
@@ -84,6 +84,18 @@ def test_profile_a_device_script_keeps_its_exit_code_and_writes_a_host_plus_devi
     assert {r["name"] for r in ops} >= {"aten::mm", "aten::tanh"}
     html = (out / "report.html").read_text()
     assert "<svg" in html and "http://" not in html and "https://" not in html
+    monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")  # our slices have ns resolution
+    _hta_sees_the_device_time(trace, lane, tmp_path)
+
+
+def _hta_sees_the_device_time(trace, lane, tmp_path):
+    """Holistic Trace Analysis reads the profile's trace: the device lane's time is its busy time."""
+    hta = pytest.importorskip("hta.trace_analysis", reason="holistictraceanalysis is not installed")
+    (tmp_path / "hta").mkdir()
+    (tmp_path / "hta" / "trace.json").write_text(json.dumps(trace))
+    breakdown = hta.TraceAnalysis(trace_dir=str(tmp_path / "hta")).get_temporal_breakdown(visualize=False)
+    busy = breakdown["compute_time(us)"][0] + breakdown["non_compute_time(us)"][0]
+    assert busy == pytest.approx(sum(e["dur"] for e in lane), rel=1e-6)
 
 
 def test_view_prints_the_summary_its_json_and_writes_html(tmp_path):

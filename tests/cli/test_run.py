@@ -15,7 +15,8 @@ def test_exit_code_arguments_and_output_are_preserved(tmp_path):
     script = _script(tmp_path, """
         import os, sys
         print("argv", sys.argv[1:])
-        print("env", os.environ["NEURON_SIM"], os.environ["NEURON_SIM_CHIP"], os.environ["NEURON_SIM_NUMERICS"])
+        e = os.environ
+        print("env", e["NEURON_SIM"], e["NEURON_SIM_CHIP"], e["NEURON_SIM_NUMERICS"])
         print("name", __name__, "path0", sys.path[0] == os.path.dirname(os.path.abspath(__file__)))
         print("to stderr", file=sys.stderr)
         sys.exit(int(sys.argv[1]))
