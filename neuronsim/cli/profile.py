@@ -78,27 +78,24 @@ def profile(
         raise Abort(str(exc)) from None
     recording = session.start(detail)
     session.observe_nki_simulate()
-    code, host_trace = _run_recorded(script, args, host_ops, max_events, recording)
+    code, host_text = _run_recorded(script, args, host_ops, max_events, recording)
     session.stop()
     with app.status("writing the profile"):
-        doc, trace = report.session_profile(
-            recording,
-            session.device_events(),
-            spec,
-            host_trace=host_trace,
-            max_instruction_events=max_events,
-            max_op_events=max_events,
-        )
+        from neuronsim.profiler import lane
+
+        base = lane.trace_base_ns(host_text) if host_text else None
+        doc, device_trace = report.session_profile(
+            recording, session.device_events(), spec, host_base_ns=base, max_instruction_events=max_events,
+            max_op_events=max_events)
+        trace = lane.merge_trace_text(host_text, device_trace) if host_text else device_trace
         out = report.write_profile(out_dir, doc, trace)
-        files = {
-            "trace": str(out / report.TRACE_FILE),
-            "summary": str(out / report.SUMMARY_FILE),
-            "ops": str(out / report.OPS_FILE),
-        }
+        files = {"trace": str(out / report.TRACE_FILE), "summary": str(out / report.SUMMARY_FILE),
+                 "ops": str(out / report.OPS_FILE)}
         if html:
             from neuronsim.profiler.html import render_html
 
-            (out / report.REPORT_FILE).write_text(render_html(doc, trace))
+            # the report draws the device tracks; host ops stay in trace.json
+            (out / report.REPORT_FILE).write_text(render_html(doc, device_trace))
             files["report"] = str(out / report.REPORT_FILE)
     if as_json:
         app.print_json(doc)
@@ -109,9 +106,9 @@ def profile(
     return code
 
 
-def _run_recorded(script: str, args, host_ops: bool, max_events: int, recording) -> tuple[int, dict | None]:
+def _run_recorded(script: str, args, host_ops: bool, max_events: int, recording) -> tuple[int, str | None]:
     """Run the script, under torch.profiler (CPU activity) when host ops are wanted and torch is
-    there; return its exit code and the host trace (first ``max_events`` host slices kept)."""
+    there; return its exit code and the host trace's JSON text (first ``max_events`` host slices)."""
     from neuronsim.cli.script import run_script
 
     torch = None
@@ -122,12 +119,13 @@ def _run_recorded(script: str, args, host_ops: bool, max_events: int, recording)
             recording.notes.append("host ops: torch is not installed")
     if torch is None:
         return run_script(script, args), None
-    import json
     import os
     import tempfile
 
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
+
+    from neuronsim.profiler.lane import count_slices
 
     prof = torch_profile(activities=[ProfilerActivity.CPU])
     prof.start()
@@ -140,12 +138,17 @@ def _run_recorded(script: str, args, host_ops: bool, max_events: int, recording)
     try:
         prof.export_chrome_trace(path)
         with open(path) as f:
-            host = json.load(f)
+            text = f.read()
     finally:
         os.unlink(path)
-    slices = [i for i, e in enumerate(host["traceEvents"]) if e.get("ph") == "X"]
-    if len(slices) > max_events:
+    n = count_slices(text)
+    if n > max_events:  # the slow path: parse, keep the first slices, write back
+        import json
+
+        host = json.loads(text)
+        slices = [i for i, e in enumerate(host["traceEvents"]) if e.get("ph") == "X"]
         drop = set(slices[max_events:])
         host["traceEvents"] = [e for i, e in enumerate(host["traceEvents"]) if i not in drop]
-        recording.notes.append(f"host ops: kept the first {max_events} of {len(slices)} host slices")
-    return code, host
+        text = json.dumps(host)
+        recording.notes.append(f"host ops: kept the first {max_events} of {n} host slices")
+    return code, text

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 
@@ -132,3 +133,46 @@ def _add_lanes_to_file(path: str, window: list | None) -> None:
             trace = add_device_lane(trace, events, lo, chip_name=chip_name(), device=device)
     with open(path, "w") as f:
         json.dump(trace, f)
+
+
+_TRACE_EVENTS = re.compile(r'"traceEvents"\s*:\s*\[')
+_BASE_TIME = re.compile(r'"baseTimeNanoseconds"\s*:\s*(\d+)')
+_STRING_TRACK = re.compile(r'"pid"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"tid"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+_SLICE = re.compile(r'"ph"\s*:\s*"X"')
+
+
+def trace_base_ns(text: str) -> int:
+    """``baseTimeNanoseconds`` of a torch.profiler export (0 when absent)."""
+    m = _BASE_TIME.search(text)
+    return int(m.group(1)) if m else 0
+
+
+def count_slices(text: str) -> int:
+    return len(_SLICE.findall(text))
+
+
+def merge_trace_text(host_text: str, device_trace: dict) -> str:
+    """Insert ``device_trace``'s events (built in the host's time base) into a torch.profiler
+    export's JSON text, without parsing and re-serializing the host events (most of the file).
+
+    torch leaves the tracks of its ``Spans`` process (string pids) unnamed: they get names here,
+    so every pid and tid of the result is named. The device trace's ``otherData.neuronsim`` goes
+    to the top-level ``neuronsim`` key.
+    """
+    m = _TRACE_EVENTS.search(host_text)
+    if m is None:
+        raise ValueError("not a chrome trace: no traceEvents list")
+    named = []
+    for pid, tid in sorted(set(_STRING_TRACK.findall(host_text))):
+        named.append({"ph": "M", "name": "process_name", "pid": json.loads(pid), "tid": 0,
+                      "args": {"name": json.loads(pid)}})
+        named.append({"ph": "M", "name": "thread_name", "pid": json.loads(pid), "tid": json.loads(tid),
+                      "args": {"name": str(json.loads(tid))}})
+    events = named + list(device_trace["traceEvents"])
+    head, rest = host_text[: m.end()], host_text[m.end():]
+    inserted = ",".join(json.dumps(e, separators=(",", ":")) for e in events)
+    if inserted and rest.lstrip()[:1] != "]":
+        inserted += ","
+    stats = json.dumps(device_trace.get("otherData", {}).get("neuronsim", {}), separators=(",", ":"))
+    brace = head.index("{") + 1
+    return head[:brace] + f'"neuronsim":{stats},' + head[brace:] + inserted + rest

@@ -184,47 +184,27 @@ def kernel_profile(
     return doc, trace
 
 
-def session_profile(
-    session,
-    devices: Mapping[int, Sequence[DeviceOpEvent]],
-    chip,
-    *,
-    host_trace: dict | None = None,
-    max_instruction_events: int = DEFAULT_MAX_INSTRUCTION_EVENTS,
-    max_op_events: int = DEFAULT_MAX_OP_EVENTS,
-) -> tuple[dict, dict]:
-    """(summary document, trace) of a profiled script: device ops of every clock, NKI launches,
-    and host torch ops when ``host_trace`` (a torch.profiler export) is given.
+def session_profile(session, devices: Mapping[int, Sequence[DeviceOpEvent]], chip, *,
+                    host_base_ns: int | None = None,
+                    max_instruction_events: int = DEFAULT_MAX_INSTRUCTION_EVENTS,
+                    max_op_events: int = DEFAULT_MAX_OP_EVENTS) -> tuple[dict, dict]:
+    """(summary document, device trace) of a profiled script: the ops of every device clock and
+    the script's NKI launches.
 
-    With host ops the trace is in host time (device ops aligned to when they were issued, see
-    ``lane.py``); without, device ops are on the simulated timeline and launches follow it.
+    With ``host_base_ns`` (a torch.profiler export's ``baseTimeNanoseconds``) the trace is in that
+    host time base, device ops aligned to when they were issued (see ``lane.py``), ready to be
+    merged with the host trace (:func:`neuronsim.profiler.lane.merge_trace_text`); without, device
+    ops are on the simulated timeline and launches follow them.
     """
     detail = session.detail
     stats = TraceStats(max_instruction_events, max_op_events)
-    origin = host_trace.get("baseTimeNanoseconds", 0) if host_trace else session.started_wall_ns
+    in_host_time = host_base_ns is not None
+    origin = host_base_ns if in_host_time else session.started_wall_ns
     b = TraceBuilder(stats=stats)
-    host_events = list(host_trace["traceEvents"]) if host_trace else []
-    if host_trace:
-        from neuronsim.profiler.lane import _names_for_unnamed
-
-        host_events += _names_for_unnamed(host_events)
-    used_pids = {e.get("pid") for e in host_events if isinstance(e, dict)}
     summaries, tables, fallback = [], [], {}
     for device, events in sorted(devices.items()):
-        pid = device
-        while pid in used_pids:
-            pid += 1000
-        draw_device(
-            b,
-            events,
-            chip_name=chip.name,
-            device=device,
-            pid=pid,
-            detail=detail,
-            base_time_ns=session.started_wall_ns,
-            origin_ns=origin,
-            hta=bool(host_trace),
-        )
+        draw_device(b, events, chip_name=chip.name, device=device, detail=detail,
+                    base_time_ns=session.started_wall_ns, origin_ns=origin, hta=in_host_time)
         summaries.append(S.device_summary(events, chip))
         tables += S.op_table(events)
         for k, v in S.fallback_ops(events).items():
@@ -234,59 +214,28 @@ def session_profile(
     for launch in session.launches:
         fields = S.launch_summary(launch.placed, chip)
         summaries.append(fields)
-        tables.append(
-            {
-                "name": launch.name,
-                "kind": "nki.simulate",
-                "count": 1,
-                "total_time": fields["total_time"],
-                "model_flops": fields["model_flops"],
-                "bytes": fields["dma_transfer_total_bytes"],
-            }
-        )
-        start = float(launch.wall_ns - origin) if host_trace else cursor
+        tables.append({"name": launch.name, "kind": "nki.simulate", "count": 1,
+                       "total_time": fields["total_time"], "model_flops": fields["model_flops"],
+                       "bytes": fields["dma_transfer_total_bytes"]})
+        start = float(launch.wall_ns - origin) if in_host_time else cursor
         cursor = start + launch.total_ns
         for p in launch.placed:
             pid = launch_pid + p.core
             b.process(pid, core_process_name(p.core, chip.name, "nki.simulate"), sort_index=pid)
             b.thread(pid, 1, "Kernel")
-            b.slice(
-                pid,
-                1,
-                launch.name,
-                start + p.offset_ns,
-                start + p.end_ns,
-                "kernel",
-                {"core": p.core, "instructions": len(p.run.timeline)},
-            )
+            b.slice(pid, 1, launch.name, start + p.offset_ns, start + p.end_ns, "kernel",
+                    {"core": p.core, "instructions": len(p.run.timeline)})
             draw_kernel(b, p.run, pid, start + p.offset_ns)
     fields = _combine(summaries, chip)
-    total = fields["total_time"]
-    ops = _merge_rows(tables, total)
+    ops = _merge_rows(tables, fields["total_time"])
     trace = b.build(chip=chip.name, detail=detail)
-    if host_trace:
-        trace = {
-            **host_trace,
-            "traceEvents": host_events + trace["traceEvents"],
-            "otherData": {**host_trace.get("otherData", {}), **trace["otherData"]},
-        }
-        trace.setdefault("displayTimeUnit", "ms")
     notes = list(session.notes)
     if detail == "instruction" and devices and not any(e.kernel for evs in devices.values() for e in evs):
-        notes.append(
-            "instruction detail: the device ops carry no kernel timelines yet, so only op slices "
-            "are drawn for them"
-        )
-    doc = summary_document(
-        fields,
-        chip=chip.name,
-        detail=detail,
-        ops=ops,
-        fallback=fallback,
-        trace_stats=trace["otherData"]["neuronsim"],
-        kernels=[launch.name for launch in session.launches],
-        notes=notes,
-    )
+        notes.append("instruction detail: the device ops carry no kernel timelines yet, so only op slices "
+                     "are drawn for them")
+    doc = summary_document(fields, chip=chip.name, detail=detail, ops=ops, fallback=fallback,
+                           trace_stats=trace["otherData"]["neuronsim"],
+                           kernels=[launch.name for launch in session.launches], notes=notes)
     return doc, trace
 
 
@@ -324,10 +273,14 @@ def _merge_rows(rows: list[dict], total: float) -> list[dict]:
     return out
 
 
-def write_profile(out_dir: str | os.PathLike, doc: Mapping, trace: Mapping) -> Path:
+def write_profile(out_dir: str | os.PathLike, doc: Mapping, trace: Mapping | str) -> Path:
+    """Write the three files; ``trace`` is a trace dict or its JSON text (a merged host trace)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_trace(dict(trace), out / TRACE_FILE)
+    if isinstance(trace, str):
+        (out / TRACE_FILE).write_text(trace)
+    else:
+        write_trace(dict(trace), out / TRACE_FILE)
     (out / SUMMARY_FILE).write_text(json.dumps(doc, indent=1, default=float) + "\n")
     with open(out / OPS_FILE, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=OPS_COLUMNS, extrasaction="ignore")

@@ -519,8 +519,9 @@ def device_trace(events: Sequence[DeviceOpEvent], *, chip_name: str, detail: str
 # ------------------------------------------------------------------------------ files
 
 def write_trace(trace: dict, path: str | os.PathLike) -> None:
+    text = json.dumps(trace, separators=(",", ":"))  # one write: json.dump's many small writes are slow
     with open(path, "w") as f:
-        json.dump(trace, f, separators=(",", ":"))
+        f.write(text)
 
 
 def load_trace(path: str | os.PathLike) -> dict:
