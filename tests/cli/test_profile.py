@@ -95,7 +95,8 @@ def _hta_sees_the_device_time(trace, lane, tmp_path):
     (tmp_path / "hta" / "trace.json").write_text(json.dumps(trace))
     breakdown = hta.TraceAnalysis(trace_dir=str(tmp_path / "hta")).get_temporal_breakdown(visualize=False)
     busy = breakdown["compute_time(us)"][0] + breakdown["non_compute_time(us)"][0]
-    assert busy == pytest.approx(sum(e["dur"] for e in lane), rel=1e-6)
+    # HTA sums wall-clock-magnitude floats (~5e12 us, 1 ns resolution): allow a ns per slice
+    assert busy == pytest.approx(sum(e["dur"] for e in lane), abs=1e-3 * len(lane))
 
 
 def test_view_prints_the_summary_its_json_and_writes_html(tmp_path):
