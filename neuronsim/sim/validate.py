@@ -15,6 +15,7 @@ from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.engines import OPDEFS
 from neuronsim.sim.engines.common import fail
 from neuronsim.sim.ir import (
+    MATMUL_OPS,
     MAX_FREE_DIMS,
     OPCODE_ENGINES,
     AccessPattern,
@@ -73,6 +74,8 @@ def validate_instruction(ins: Instruction, chip: ChipSpec, placement: Placement,
 
 
 def _check_engine_access(ins: Instruction, ap: AccessPattern, is_write: bool) -> None:
+    if not is_write and ap is ins.dst and ins.opcode in MATMUL_OPS:
+        return  # accumulation is PSUM's near-memory read-add-write, not a TensorE read (S9)
     allowed = (ENGINE_WRITES if is_write else ENGINE_READS)[ins.engine]
     if ap.memory not in allowed:
         verb = "write" if is_write else "read"

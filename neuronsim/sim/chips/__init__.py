@@ -73,7 +73,12 @@ class ChipSpec:
     vector_free_max_sbuf: int
     vector_free_max_psum: int
     bn_stats_free_max: int
+    vector_transpose_max_dim: int
     scalar_engine_16bit_speedup: int
+    vector_reciprocal_cost_factor: int
+    gpsimd_rsqrt_cost_factor: int
+    access_stride_penalty_threshold_bytes: int
+    access_stride_penalty_factor: int
 
     dma_engines: int
     dma_queues_per_engine: int

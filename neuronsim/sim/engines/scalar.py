@@ -1,3 +1,353 @@
-"""ScalarE: instruction checks, semantics (numpy reference and Numba) and costs. (being written)"""
+"""ScalarE: activation — checks, semantics and cost.
 
-OPS = []
+``y = func(data * scale + bias)`` elementwise, ``scale`` and ``bias`` each a float immediate or a
+``[P, 1]`` fp32 tile (broadcast along the free dim). ``data * scale`` and ``+ bias`` are each
+rounded to fp32; ``func`` is computed in float64 from that fp32 argument and rounded to fp32 once,
+then to the destination dtype on the write. With ``reduce``, ``dst2[p, 0]`` receives the fp32 sum
+of row ``p`` of the fp32 results (before the destination rounding), added left to right (S16:
+ActReadAccumulator after a reset_reduce).
+
+``copy`` / ``identity`` with ``scale == 1``, ``bias == 0`` (immediates) and matching dtypes move
+bits (v3 on, ScalarE copies are bit-accurate, S10): NaN payloads, -0.0 and int32 beyond 2^24 survive.
+Otherwise they cast through fp32 like every other function.
+
+Numerics of ``func``. Exact operations (sqrt, division, products) are correctly rounded in any
+implementation. The transcendental ones (exp, log, log1p, tanh, erf, sin) call the C math library in
+both executors: Numba's ``math.*`` compiles to libm calls, and the reference calls Python's
+``math.*`` (the same libm) element by element. numpy's float64 ufuncs are not used for them: on
+AVX-512 machines numpy has its own SIMD exp/log/tanh/log1p (and scipy's erf is cephes), which differ
+from libm in the last float64 bit for ~5-15% of inputs (measured), so a rare fp32 rounding could
+differ. (Numba must run without Intel SVML, which would vectorize the libm calls; the float64 twin
+test in tests/sim/engines/test_scalar.py checks the agreement.) Edge cases (domain errors,
+infinities) are spelled out identically on both sides instead of relying on libm's or Python's
+conventions. Hardware input ranges (S16-shared: sin in [-pi, pi] with no range reduction, log in
+[2^-64, 2^64], reciprocal +-[2^-42, 2^42]) are not enforced: outside them the hardware result is
+undocumented and the simulator returns the float64 function's value (libm's sin does full range
+reduction).
+
+Cost (S23): ``max(MIN_II, N)`` ScalarE cycles, N = elements per partition, plus
+``act_read_accumulator_cycles`` (ActReadAccumulator, ~64) with ``reduce``. When data and dst are
+both 16-bit floats the streaming part runs ``scalar_engine_16bit_speedup`` times faster (v4: 256
+lanes for 16-bit, S11): ``max(MIN_II, N / speedup)``. MIN_II is the instruction's fixed overhead and
+the accumulator read-out a separate step, so neither is divided.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+from numba import njit
+
+from neuronsim.errors import DtypeError
+from neuronsim.sim.chips import ChipSpec
+from neuronsim.sim.dtypes import DType
+from neuronsim.sim.encoding import DST, DST2, IMM, SRC0, SRC1
+from neuronsim.sim.engines.common import OpDef, fail, max_ii, require, require_operands, require_same_shape
+from neuronsim.sim.ir import ActFunc, Instruction, Opcode
+from neuronsim.sim.memory.access import AP_WIDTH, RefMemory, copy_raw, gather_f32, scatter_f32
+
+_ACTIVATION_IMM = frozenset({"func", "scale", "bias", "bias_is_tile", "scale_is_tile", "reduce"})
+_COPIES = frozenset({ActFunc.copy, ActFunc.identity})
+
+_SQRT2 = math.sqrt(2.0)
+_GELU_TANH_C = math.sqrt(2.0 / math.pi)
+_GELU_TANH_CUBIC = 0.044715
+
+# Codes as plain ints: Numba freezes globals into constants.
+_COPY, _IDENTITY, _EXP, _LOG = int(ActFunc.copy), int(ActFunc.identity), int(ActFunc.exp), int(ActFunc.log)
+_TANH, _SIGMOID, _RELU, _GELU = int(ActFunc.tanh), int(ActFunc.sigmoid), int(ActFunc.relu), int(ActFunc.gelu)
+_GELU_TANH, _SILU, _SOFTPLUS = int(ActFunc.gelu_apprx_tanh), int(ActFunc.silu), int(ActFunc.softplus)
+_SQRT, _RSQRT, _RECIP, _SQUARE = (int(ActFunc.sqrt), int(ActFunc.rsqrt), int(ActFunc.reciprocal),
+                                  int(ActFunc.square))
+_ERF, _SIN, _ABS, _SIGN = int(ActFunc.erf), int(ActFunc.sin), int(ActFunc.abs), int(ActFunc.sign)
+
+
+# ---------------------------------------------------------------- the functions, Numba (scalar float64)
+
+@njit(cache=True, inline="always")
+def _sigmoid64(x):
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@njit(cache=True)
+def act_f64(func, x):
+    """``func(x)`` for a float64 ``x`` holding an fp32 value (see the module docstring)."""
+    if func == _COPY or func == _IDENTITY:
+        return x
+    if func == _EXP:
+        return math.exp(x)
+    if func == _LOG:
+        if x > 0:
+            return math.log(x)
+        return -math.inf if x == 0 else math.nan
+    if func == _TANH:
+        return math.tanh(x)
+    if func == _SIGMOID:
+        return _sigmoid64(x)
+    if func == _RELU:
+        if x != x:
+            return x
+        return x if x > 0 else 0.0
+    if func == _GELU or func == _GELU_TANH or func == _SILU:
+        if math.isinf(x):  # the limits; the formulas give inf * 0 = NaN at -inf
+            return x if x > 0 else 0.0
+        if func == _GELU:
+            return 0.5 * x * (1.0 + math.erf(x / _SQRT2))
+        if func == _GELU_TANH:
+            return 0.5 * x * (1.0 + math.tanh(_GELU_TANH_C * (x + _GELU_TANH_CUBIC * x * x * x)))
+        return x * _sigmoid64(x)
+    if func == _SOFTPLUS:  # log1p(exp(x)) = max(x, 0) + log1p(exp(-|x|)), no overflow
+        return (x if x > 0 else 0.0) + math.log1p(math.exp(-abs(x)))
+    if func == _SQRT:
+        return math.sqrt(x) if x >= 0 else math.nan
+    if func == _RSQRT:
+        if x != x or x < 0:
+            return math.nan
+        return math.inf if x == 0 else 1.0 / math.sqrt(x)
+    if func == _RECIP:
+        return math.copysign(math.inf, x) if x == 0 else 1.0 / x
+    if func == _SQUARE:
+        return x * x
+    if func == _ERF:
+        return math.erf(x)
+    if func == _SIN:
+        return math.nan if math.isinf(x) else math.sin(x)
+    if func == _ABS:
+        return abs(x)
+    if func == _SIGN:
+        if x > 0:
+            return 1.0
+        return -1.0 if x < 0 else x  # +-0 and NaN pass through
+    return math.nan
+
+
+# ---------------------------------------------------------------- the same functions, numpy (float64 arrays)
+
+def _elementwise(scalar_fn):
+    ufunc = np.frompyfunc(scalar_fn, 1, 1)
+    return lambda x: ufunc(x).astype(np.float64)
+
+
+def _exp_scalar(v: float) -> float:
+    try:
+        return math.exp(v)
+    except OverflowError:  # Python raises where libm returns inf
+        return math.inf
+
+
+_libm_exp = _elementwise(_exp_scalar)
+_libm_log = _elementwise(math.log)
+_libm_log1p = _elementwise(math.log1p)
+_libm_tanh = _elementwise(math.tanh)
+_libm_erf = _elementwise(math.erf)
+_libm_sin = _elementwise(math.sin)
+
+
+def _sigmoid_np(x):
+    e = _libm_exp(-np.abs(x))  # exp(-x) where x >= 0, exp(x) where x < 0 (and NaN)
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _at_infinity_limit(x, values):
+    return np.where(np.isinf(x), np.where(x > 0, x, 0.0), values)
+
+
+def _log_np(x):
+    positive = x > 0
+    return np.where(positive, _libm_log(np.where(positive, x, 1.0)), np.where(x == 0, -np.inf, np.nan))
+
+
+def _gelu_np(x):
+    finite = np.where(np.isinf(x), 0.0, x)
+    return _at_infinity_limit(x, 0.5 * finite * (1.0 + _libm_erf(finite / _SQRT2)))
+
+
+def _gelu_tanh_np(x):
+    f = np.where(np.isinf(x), 0.0, x)
+    inner = _GELU_TANH_C * (f + _GELU_TANH_CUBIC * f * f * f)
+    return _at_infinity_limit(x, 0.5 * f * (1.0 + _libm_tanh(inner)))
+
+
+def _silu_np(x):
+    finite = np.where(np.isinf(x), 0.0, x)
+    return _at_infinity_limit(x, finite * _sigmoid_np(finite))
+
+
+def _rsqrt_np(x):
+    r = 1.0 / np.sqrt(np.where(x > 0, x, 1.0))
+    return np.where(np.isnan(x) | (x < 0), np.nan, np.where(x == 0, np.inf, r))
+
+
+def _reciprocal_np(x):
+    return np.where(x == 0, np.copysign(np.inf, x), 1.0 / np.where(x == 0, 1.0, x))
+
+
+ACT_NP = {
+    ActFunc.copy: lambda x: x,
+    ActFunc.identity: lambda x: x,
+    ActFunc.exp: _libm_exp,
+    ActFunc.log: _log_np,
+    ActFunc.tanh: _libm_tanh,
+    ActFunc.sigmoid: _sigmoid_np,
+    ActFunc.relu: lambda x: np.where(np.isnan(x) | (x > 0), x, 0.0),
+    ActFunc.gelu: _gelu_np,
+    ActFunc.gelu_apprx_tanh: _gelu_tanh_np,
+    ActFunc.silu: _silu_np,
+    ActFunc.softplus: lambda x: np.where(x > 0, x, 0.0) + _libm_log1p(_libm_exp(-np.abs(x))),
+    ActFunc.sqrt: lambda x: np.where(x >= 0, np.sqrt(np.where(x >= 0, x, 0.0)), np.nan),  # keeps -0.0
+    ActFunc.rsqrt: _rsqrt_np,
+    ActFunc.reciprocal: _reciprocal_np,
+    ActFunc.square: lambda x: x * x,
+    ActFunc.erf: _libm_erf,
+    ActFunc.sin: lambda x: np.where(np.isinf(x), np.nan, _libm_sin(np.where(np.isinf(x), 0.0, x))),
+    ActFunc.abs: np.abs,
+    ActFunc.sign: lambda x: np.where(x > 0, 1.0, np.where(x < 0, -1.0, x)),
+}
+
+
+def act_np(func: ActFunc, x: np.ndarray) -> np.ndarray:
+    """Reference of :func:`act_f64` on a float64 array."""
+    with np.errstate(all="ignore"):
+        return np.asarray(ACT_NP[ActFunc(func)](np.asarray(x, dtype=np.float64)), dtype=np.float64)
+
+
+# ---------------------------------------------------------------- activation: operands and checks
+
+def act_func(ins: Instruction) -> ActFunc:
+    func = ins.imm.get("func")
+    try:
+        return ActFunc[func] if isinstance(func, str) else ActFunc(func)
+    except (KeyError, ValueError, TypeError):
+        raise fail(ins, f"func={func!r} is not an activation function; known: "
+                   f"{[f.name for f in ActFunc]}") from None
+
+
+def _flag(ins: Instruction, name: str) -> bool:
+    return bool(ins.imm.get(name, False))
+
+
+def _scale_index(ins: Instruction) -> int:
+    return 1 + int(_flag(ins, "bias_is_tile"))
+
+
+def is_bit_copy(ins: Instruction) -> bool:
+    """A copy that moves bits: copy/identity, unit scale, zero bias, one dtype in and out."""
+    return (act_func(ins) in _COPIES and not _flag(ins, "bias_is_tile") and not _flag(ins, "scale_is_tile")
+            and float(ins.imm.get("scale", 1.0)) == 1.0 and float(ins.imm.get("bias", 0.0)) == 0.0
+            and ins.dst.dtype == ins.srcs[0].dtype)
+
+
+def _check_activation(ins: Instruction, chip: ChipSpec) -> None:
+    unknown = sorted(set(ins.imm) - _ACTIVATION_IMM)
+    require(not unknown, ins, f"has unknown immediates {unknown}; known: {sorted(_ACTIVATION_IMM)}")
+    require("func" in ins.imm, ins, "needs the immediate func (an ActFunc)")
+    act_func(ins)
+    bias_tile, scale_tile = _flag(ins, "bias_is_tile"), _flag(ins, "scale_is_tile")
+    require_operands(ins, 1 + int(bias_tile) + int(scale_tile))
+    data = ins.srcs[0]
+    require_same_shape(ins, ins.dst, data, "dst", "data")
+    for name, is_tile, index in (("bias", bias_tile, 1), ("scale", scale_tile, _scale_index(ins))):
+        if is_tile:
+            tile = ins.srcs[index]
+            require(tile.partitions == data.partitions and tile.free_size == 1, ins,
+                    f"{name} tile is {tile.partitions}x{tile.free_size} (partitions x free); it must be "
+                    f"[{data.partitions}, 1] like data's partitions")
+            if tile.dtype is not DType.float32:
+                raise fail(ins, f"{name} tile dtype {tile.dtype.name} is not allowed; {name} tiles are "
+                           f"float32", DtypeError)
+        else:
+            value = ins.imm.get(name, 1.0 if name == "scale" else 0.0)
+            require(isinstance(value, numbers.Real) and not isinstance(value, bool), ins,
+                    f"{name}={value!r} must be a float (or a [P, 1] tile with {name}_is_tile=True)")
+    if _flag(ins, "reduce"):
+        require(ins.dst2 is not None, ins, "reduce=True needs dst2 (reduce_res, [P, 1])")
+        require(ins.dst2.partitions == data.partitions and ins.dst2.free_size == 1, ins,
+                f"dst2 (reduce_res) is {ins.dst2.partitions}x{ins.dst2.free_size} (partitions x free); "
+                f"it must be [{data.partitions}, 1]")
+    else:
+        require(ins.dst2 is None, ins, "has dst2 (reduce_res) but reduce=False")
+
+
+def _activation_cycles(ins: Instruction, chip: ChipSpec) -> float:
+    """``max(MIN_II, N / speedup)`` ScalarE cycles, ``+ act_read_accumulator_cycles`` with reduce
+    (S23; speedup = scalar_engine_16bit_speedup for 16-bit float in and out, S11)."""
+    data = ins.srcs[0]
+    sixteen_bit = data.dtype.is_16bit_float and ins.dst.dtype.is_16bit_float
+    speedup = chip.scalar_engine_16bit_speedup if sixteen_bit else 1
+    cycles = max_ii(data.free_size / speedup, chip)
+    if _flag(ins, "reduce"):
+        cycles += chip.act_read_accumulator_cycles
+    return cycles
+
+
+# ---------------------------------------------------------------- activation: semantics
+
+def _ref_activation(ins: Instruction, mem: RefMemory) -> None:
+    data = mem.read(ins.srcs[0])
+    if _flag(ins, "scale_is_tile"):
+        scale = mem.read(ins.srcs[_scale_index(ins)])  # [P, 1] broadcasts along the free dim
+    else:
+        scale = np.float32(ins.imm.get("scale", 1.0))
+    bias = mem.read(ins.srcs[1]) if _flag(ins, "bias_is_tile") else np.float32(ins.imm.get("bias", 0.0))
+    with np.errstate(all="ignore"):  # overflow to inf and NaN are values here, not faults
+        arg = (data * scale).astype(np.float32) + bias  # two fp32 roundings
+        y = act_np(act_func(ins), arg).astype(np.float32)
+    if is_bit_copy(ins):
+        mem.copy(ins.dst, ins.srcs[0])
+    else:
+        mem.write(ins.dst, y)
+    if _flag(ins, "reduce"):
+        with np.errstate(all="ignore"):
+            running = np.add.accumulate(y, axis=1, dtype=np.float32)  # fp32, left to right
+        mem.write(ins.dst2, running[:, -1:])
+
+
+def _encode_activation(ins: Instruction) -> tuple[list[int], list[float]]:
+    ints = [int(act_func(ins)), int(_flag(ins, "bias_is_tile")), int(_flag(ins, "scale_is_tile")),
+            int(_flag(ins, "reduce")), int(is_bit_copy(ins))]
+    return ints, [float(ins.imm.get("scale", 1.0)), float(ins.imm.get("bias", 0.0))]
+
+
+@njit(cache=True)
+def _nb_activation(row, frow, bases):
+    func, bias_tile, scale_tile = row[IMM], row[IMM + 1], row[IMM + 2]
+    reduce, bit_copy = row[IMM + 3], row[IMM + 4]
+    data = gather_f32(row, SRC0, bases)
+    parts, n = data.shape
+    if scale_tile:
+        scale = gather_f32(row, SRC1 + AP_WIDTH * bias_tile, bases)[:, 0]
+    else:
+        scale = np.full(parts, np.float32(frow[0]), dtype=np.float32)
+    if bias_tile:
+        bias = gather_f32(row, SRC1, bases)[:, 0]
+    else:
+        bias = np.full(parts, np.float32(frow[1]), dtype=np.float32)
+    y = np.empty((parts, n), dtype=np.float32)
+    for p in range(parts):
+        s, b = scale[p], bias[p]
+        for j in range(n):
+            arg = np.float32(np.float32(data[p, j] * s) + b)
+            y[p, j] = np.float32(act_f64(func, np.float64(arg)))
+    if bit_copy:
+        copy_raw(row, DST, SRC0, bases)
+    else:
+        scatter_f32(row, DST, bases, y)
+    if reduce:
+        sums = np.zeros((parts, 1), dtype=np.float32)
+        for p in range(parts):
+            acc = np.float32(0.0)
+            for j in range(n):
+                acc = np.float32(acc + y[p, j])
+            sums[p, 0] = acc
+        scatter_f32(row, DST2, bases, sums)
+
+
+OPS = [
+    OpDef(Opcode.ACTIVATION, _check_activation, _activation_cycles, _ref_activation, _encode_activation,
+          _nb_activation),
+]

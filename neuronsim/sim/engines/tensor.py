@@ -1,3 +1,261 @@
-"""TensorE: instruction checks, semantics (numpy reference and Numba) and costs. (being written)"""
+"""TensorE: nc_matmul and nc_transpose (TensorE and VectorE) — checks, semantics and costs.
 
-OPS = []
+Semantics.
+
+- ``NC_MATMUL``: ``dst[m, n] = (dst[m, n] if accumulate else 0) + sum_k stationary[k, m] * moving[k, n]``.
+  The sum runs in fp32 over k = 0..K-1 in order, each product rounded to fp32 and then added (no
+  fused multiply-add), and the sum is then added onto the old PSUM value — the same operations in
+  both executors, so they agree bit for bit. Inputs are read exactly (bf16/fp16/fp8 -> fp32), so
+  the products of 16-bit and fp8 inputs are exact and only the additions round.
+- ``NC_TRANSPOSE``: ``dst[f, p] = data[p, f]``, moving bits (v3 on: TensorE transpose is
+  bit-accurate with NaN/Inf, S16), any dtype, ``dst`` of the same dtype. Extra free dims are
+  flattened, as NKI does.
+
+Costs (engine cycles; the scheduler divides by the engine clock and applies TensorE throttling):
+
+- matmul: ``max(min(MM_INIT, N_stationary), N_moving)`` with ``MM_INIT = mm_init_latency_cycles``
+  (S23, S9), times ``fp32_matmul_cost_factor`` (4) when an input is fp32; tf32 runs at bf16 speed
+  (S23), and fp8 x fp8 is charged ``fp8_matmul_cost_factor`` (1: no double_row modelled).
+- TensorE transpose: ``max(P, min(MM_INIT, F))`` (S23: data is the stationary, an identity the
+  moving operand). 4-byte data goes through v3's transpose mode, which is ``transpose_fp32_speedup``
+  (2x) faster than the fp32 matmul path (S10), so it costs ``fp32_matmul_cost_factor /
+  transpose_fp32_speedup`` = 2x the bf16 figure; tf32 moves at bf16 speed like its matmul.
+- VectorE transpose (<= 32x32): ``max(MIN_II, N)`` VectorE cycles, N = elements per partition (S23).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from neuronsim.errors import DtypeError
+from neuronsim.sim.chips import ChipSpec
+from neuronsim.sim.dtypes import DType
+from neuronsim.sim.encoding import DST, IMM, SRC0, SRC1
+from neuronsim.sim.engines.common import (
+    OpDef,
+    fail,
+    max_ii,
+    no_immediates,
+    require,
+    require_operands,
+)
+from neuronsim.sim.ir import AccessPattern, Engine, Instruction, Memory, Opcode
+from neuronsim.sim.memory.access import RefMemory, gather_f32, gather_raw, scatter_f32, scatter_raw
+
+# S16: nc_matmul inputs. float8_e4m3fn exists from NeuronCore-v4 (gen4) on; fp32/tf32 only pair
+# with fp32/tf32.
+MATMUL_INPUT_DTYPES = frozenset({DType.float8_e4m3, DType.float8_e5m2, DType.bfloat16, DType.float16,
+                                 DType.tfloat32, DType.float32})
+MATMUL_FP32_CLASS = frozenset({DType.float32, DType.tfloat32})
+_E4M3FN_FROM_GENERATION = 4
+# v2/v3 land a matmul in one PSUM bank (accumulation groups are per bank, S9); a v4 matmul may
+# span all 8 (S11).
+_MULTI_BANK_FROM_GENERATION = 4
+
+_MATMUL_IMM = frozenset({"accumulate"})
+
+
+def core_generation(chip: ChipSpec) -> int:
+    """The NeuronCore generation number: ``"v3"`` -> 3."""
+    return int(chip.neuron_core_version.lstrip("v"))
+
+
+def _require_imm_keys(ins: Instruction, known: frozenset) -> None:
+    unknown = sorted(set(ins.imm) - known)
+    require(not unknown, ins, f"has unknown immediates {unknown}; known: {sorted(known)}")
+
+
+def _free_extent(ap: AccessPattern) -> tuple[int, int]:
+    """First and last free element offsets (within a partition of its tensor) the AP touches."""
+    col0 = ap.offset % ap.tensor.free_size
+    lo = hi = col0
+    for step, num in ap.free_dims:
+        reach = step * (num - 1)
+        lo += min(0, reach)
+        hi += max(0, reach)
+    return lo, hi
+
+
+def check_psum_bank(ins: Instruction, chip: ChipSpec) -> None:
+    """v2/v3: a TensorE result lands in one PSUM bank.
+
+    The byte span each partition's result covers must fit a bank. Whether it also avoids
+    crossing a bank boundary is checked when the tensor carries an explicit ``address``; a tensor
+    the simulator places itself and that fits a bank is never placed across one (layout.py). An
+    AP inside a larger unplaced tensor is not checked for crossing here, because ``check`` does
+    not see the placement.
+    """
+    dst = ins.dst
+    if dst.memory is not Memory.PSUM or core_generation(chip) >= _MULTI_BANK_FROM_GENERATION:
+        return
+    bank = chip.psum_bank_bytes_per_partition
+    item = dst.dtype.itemsize
+    lo, hi = _free_extent(dst)
+    first, end = lo * item, (hi + 1) * item
+    require(end - first <= bank, ins,
+            f"writes {end - first} bytes per partition of {dst.describe()}; on NeuronCore-"
+            f"{chip.neuron_core_version} a TensorE result must fit one {bank}-byte PSUM bank "
+            f"(psum_bank_bytes_per_partition)")
+    if dst.tensor.address is not None:
+        base = dst.tensor.address[1]
+        require((base + first) // bank == (base + end - 1) // bank, ins,
+                f"writes PSUM bytes {base + first}..{base + end - 1} of each partition ({dst.describe()}), "
+                f"crossing a {bank}-byte bank boundary; on NeuronCore-{chip.neuron_core_version} a "
+                f"TensorE result must sit in one bank")
+
+
+# ---------------------------------------------------------------- nc_matmul
+
+def _accumulate(ins: Instruction) -> bool:
+    return bool(ins.imm.get("accumulate", False))
+
+
+def _check_matmul(ins: Instruction, chip: ChipSpec) -> None:
+    _require_imm_keys(ins, _MATMUL_IMM)
+    require_operands(ins, 2)
+    stationary, moving = ins.srcs
+    dst = ins.dst
+    k = stationary.partitions
+    require(moving.partitions == k, ins,
+            f"stationary has {k} partitions (K) but moving has {moving.partitions}; the contraction "
+            f"dims must match")
+    require(k <= chip.pe_array_rows, ins,
+            f"contracts over K = {k} partitions; the PE array has {chip.pe_array_rows} rows (pe_array_rows)")
+    m, n = stationary.free_size, moving.free_size
+    require(m <= chip.matmul_stationary_free_max, ins,
+            f"stationary free size {m} exceeds {chip.matmul_stationary_free_max} "
+            f"(matmul_stationary_free_max)")
+    require(n <= chip.matmul_moving_free_max, ins,
+            f"moving free size {n} exceeds {chip.matmul_moving_free_max} (matmul_moving_free_max)")
+    require(dst.partitions == m and dst.free_size == n, ins,
+            f"dst is {dst.partitions}x{dst.free_size} (partitions x free) but stationary [{k}, {m}] x "
+            f"moving [{k}, {n}] gives [{m}, {n}]")
+    require(dst.memory is Memory.PSUM, ins, f"writes {dst.describe()}; nc_matmul writes PSUM")
+    if dst.dtype is not DType.float32:
+        raise fail(ins, f"dst dtype {dst.dtype.name} is not allowed; nc_matmul accumulates into float32 PSUM",
+                   DtypeError)
+    allowed = set(MATMUL_INPUT_DTYPES)
+    if core_generation(chip) >= _E4M3FN_FROM_GENERATION:
+        allowed.add(DType.float8_e4m3fn)
+    for role, ap in (("stationary", stationary), ("moving", moving)):
+        if ap.dtype not in allowed:
+            raise fail(ins, f"{role} dtype {ap.dtype.name} is not a matmul input on NeuronCore-"
+                       f"{chip.neuron_core_version}; allowed: {sorted(d.name for d in allowed)}", DtypeError)
+    if (stationary.dtype in MATMUL_FP32_CLASS) != (moving.dtype in MATMUL_FP32_CLASS):
+        raise fail(ins, f"pairs {stationary.dtype.name} (stationary) with {moving.dtype.name} (moving); "
+                   f"float32/tfloat32 inputs only pair with float32/tfloat32", DtypeError)
+    check_psum_bank(ins, chip)
+
+
+def _matmul_dtype_factor(stationary: AccessPattern, moving: AccessPattern, chip: ChipSpec) -> float:
+    if DType.float32 in (stationary.dtype, moving.dtype):
+        return float(chip.fp32_matmul_cost_factor)
+    if stationary.dtype.is_fp8 and moving.dtype.is_fp8:
+        return float(chip.fp8_matmul_cost_factor)
+    return 1.0
+
+
+def _matmul_cycles(ins: Instruction, chip: ChipSpec) -> float:
+    """``max(min(MM_INIT, N_stationary), N_moving)`` TensorE cycles, x4 for fp32 inputs (S23)."""
+    stationary, moving = ins.srcs
+    base = max(min(chip.mm_init_latency_cycles, stationary.free_size), moving.free_size)
+    return float(base) * _matmul_dtype_factor(stationary, moving, chip)
+
+
+def matmul_np(stationary: np.ndarray, moving: np.ndarray) -> np.ndarray:
+    """``stationary.T @ moving`` in fp32, k in order, each product rounded before it is added."""
+    total = np.zeros((stationary.shape[1], moving.shape[1]), dtype=np.float32)
+    for k in range(stationary.shape[0]):
+        total += np.multiply.outer(stationary[k], moving[k])
+    return total
+
+
+def _ref_matmul(ins: Instruction, mem: RefMemory) -> None:
+    total = matmul_np(mem.read(ins.srcs[0]), mem.read(ins.srcs[1]))
+    if _accumulate(ins):
+        total = mem.read(ins.dst) + total
+    mem.write(ins.dst, total)
+
+
+def _encode_matmul(ins: Instruction) -> tuple[list[int], list[float]]:
+    return [int(_accumulate(ins))], []
+
+
+@njit(cache=True)
+def matmul_f32(stationary, moving):
+    """Numba twin of :func:`matmul_np`. Loop order m, k, n: the inner loop streams one contiguous
+    row of ``moving`` into one row of the result (vectorizable: no reduction across lanes), and
+    every result element still sees k in ascending order."""
+    k_dim, m_dim = stationary.shape
+    n_dim = moving.shape[1]
+    out = np.zeros((m_dim, n_dim), dtype=np.float32)
+    for m in range(m_dim):
+        acc = out[m]
+        for k in range(k_dim):
+            s = stationary[k, m]
+            row = moving[k]
+            for n in range(n_dim):
+                acc[n] = acc[n] + s * row[n]
+    return out
+
+
+@njit(cache=True)
+def _nb_matmul(row, frow, bases):
+    total = matmul_f32(gather_f32(row, SRC0, bases), gather_f32(row, SRC1, bases))
+    if row[IMM] != 0:
+        total = gather_f32(row, DST, bases) + total
+    scatter_f32(row, DST, bases, total)
+
+
+# ---------------------------------------------------------------- nc_transpose
+
+def _check_transpose(ins: Instruction, chip: ChipSpec) -> None:
+    _require_imm_keys(ins, frozenset())
+    require_operands(ins, 1)
+    data, dst = ins.srcs[0], ins.dst
+    p, f = data.partitions, data.free_size
+    if ins.engine is Engine.TENSOR:
+        max_p, max_f, limit = chip.pe_array_rows, chip.pe_array_cols, "pe_array_rows x pe_array_cols"
+    else:
+        max_p = max_f = chip.vector_transpose_max_dim
+        limit = "vector_transpose_max_dim"
+    require(p <= max_p and f <= max_f, ins,
+            f"transposes {p}x{f} (partitions x free); {ins.engine.name.lower()} transposes at most "
+            f"{max_p}x{max_f} ({limit})")
+    require(dst.partitions == f and dst.free_size == p, ins,
+            f"dst is {dst.partitions}x{dst.free_size} (partitions x free) but transposing data "
+            f"{p}x{f} gives {f}x{p}")
+    if dst.dtype != data.dtype:
+        raise fail(ins, f"transposes {data.dtype.name} into {dst.dtype.name}; nc_transpose keeps the dtype",
+                   DtypeError)
+    if ins.engine is Engine.TENSOR:
+        check_psum_bank(ins, chip)
+
+
+def _transpose_cycles(ins: Instruction, chip: ChipSpec) -> float:
+    """TensorE: ``max(P, min(MM_INIT, F))``, 4-byte data x fp32 factor / transpose speedup (S23, S10).
+    VectorE: ``max(MIN_II, N)`` (S23)."""
+    data = ins.srcs[0]
+    if ins.engine is Engine.VECTOR:
+        return max_ii(data.free_size, chip)
+    base = float(max(data.partitions, min(chip.mm_init_latency_cycles, data.free_size)))
+    if data.dtype.itemsize == 4 and data.dtype is not DType.tfloat32:
+        base *= chip.fp32_matmul_cost_factor / chip.transpose_fp32_speedup
+    return base
+
+
+def _ref_transpose(ins: Instruction, mem: RefMemory) -> None:
+    mem.write_raw(ins.dst, np.ascontiguousarray(mem.read_raw(ins.srcs[0]).T))
+
+
+@njit(cache=True)
+def _nb_transpose(row, frow, bases):
+    scatter_raw(row, DST, bases, np.ascontiguousarray(gather_raw(row, SRC0, bases).T))
+
+
+OPS = [
+    OpDef(Opcode.NC_MATMUL, _check_matmul, _matmul_cycles, _ref_matmul, _encode_matmul, _nb_matmul),
+    OpDef(Opcode.NC_TRANSPOSE, _check_transpose, _transpose_cycles, _ref_transpose, no_immediates,
+          _nb_transpose),
+]
