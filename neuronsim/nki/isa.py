@@ -401,7 +401,8 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
     default = Engine.VECTOR if data.memory is Memory.PSUM or dst.memory is Memory.SBUF else Engine.TENSOR
     eng = _engine(engine, fn, (Engine.TENSOR, Engine.VECTOR), default)
     p, f = data.partitions, data.free_size
-    limit = 128 if eng is Engine.TENSOR else 32
+    chip = current_trace().chip
+    limit = chip.pe_array_rows if eng is Engine.TENSOR else chip.vector_transpose_max_dim
     if p > limit or f > limit:
         raise _fail(
             fn,

@@ -188,7 +188,7 @@ def _check_on_chip(shape, dtype, memory: Memory, name: str, location) -> None:
         <= (chip.sbuf_bytes_per_partition if memory is Memory.SBUF else chip.psum_bytes_per_partition)
     ):
         return
-    what = f"{memory.name} tile '{name or 'unnamed'}' {list(shape)} {_types.DTYPES[dtype]}"
+    what = f"{memory.name} tile '{name}' {list(shape)} {_types.DTYPES[dtype]}"
     where = {"instruction": f"allocation of '{name}'", "location": location}
     if len(shape) < 2:
         raise ConstraintError(f"{what} must be at least 2-D with the partition dimension first", **where)
@@ -231,7 +231,7 @@ def _alloc(shape, dtype, buffer=None, name: str = "", address=None, tag: str = "
     location = caller_location()
     label = name or (tag or "tensor")
     if region.memory in ON_CHIP:
-        _check_on_chip(shape, d, region.memory, name, location)
+        _check_on_chip(shape, d, region.memory, label, location)
         buf = trace.new_buffer(label, region.memory, shape, d, location, tag=tag)
         if address is not None:
             buf.address = (int(address[0]), int(address[1]))
@@ -396,7 +396,8 @@ def transpose(x, dtype=None) -> NkiTensor:
     """``x`` [P, F] transposed into a new SBUF tile [F, P]: VectorE up to 32x32, else TensorE via PSUM."""
     p, f = x.partitions, x.free_size
     d = x.dtype if dtype is None else dtype
-    if p <= 32 and f <= 32:
+    small = current_trace().chip.vector_transpose_max_dim
+    if p <= small and f <= small:
         out = _new_tile((f, p), x.dtype, "transpose")
         _isa.nc_transpose(out, x, engine=_isa.engine.vector)
         return out if dtype is None else copy(out, d)

@@ -1,0 +1,77 @@
+"""SPMD launch grids and LNC=2: ``kernel[2](...)``, ``nl.program_id``, shared HBM, ``core_barrier``."""
+
+import numpy as np
+import pytest
+
+import neuronsim.nki as nki
+import neuronsim.nki.isa as nisa
+import neuronsim.nki.language as nl
+from neuronsim.errors import ConstraintError
+
+
+@nki.jit
+def scale_rows(a):
+    """Each instance scales its share of the 128-row tiles by 2."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    tiles = a.shape[0] // 128
+    n, pid = nl.num_programs(), nl.program_id(0)
+    for i in nl.affine_range(pid * tiles // n, (pid + 1) * tiles // n):
+        t = nl.load(a[i * 128 : (i + 1) * 128, :])
+        nl.store(out[i * 128 : (i + 1) * 128, :], nl.multiply(t, 2.0))
+    return out
+
+
+def test_program_id_is_a_constant_of_each_instance_and_outputs_are_shared():
+    a = np.random.default_rng(0).standard_normal((1024, 512), dtype=np.float32)
+    for grid in (1, 2, 4):
+        np.testing.assert_array_equal(nki.simulate(scale_rows[grid])(a), 2 * a)
+    traced = scale_rows[2].specialize((a,))
+    assert [inst.program_id for inst in traced.instances] == [(0,), (1,)]
+    assert scale_rows.traces == 3  # one trace per grid; the cache is shared by scale_rows[...]
+
+
+def test_lnc2_instances_run_on_two_cores_in_parallel():
+    a = np.random.default_rng(1).standard_normal((2048, 1024), dtype=np.float32)
+    _, one = nki.simulate(scale_rows, profile=True)(a)
+    _, two = nki.simulate(scale_rows[2], profile=True)(a)
+    assert two.summary["neuroncore_count"] == 2
+    assert two.summary["total_time"] < 0.6 * one.summary["total_time"]
+    assert {e.core for e in two.timeline} == {0, 1}
+    starts = {core: min(e.start for e in two.timeline if e.core == core) for core in (0, 1)}
+    assert starts[0] == starts[1] == 0.0
+
+
+def test_core_barrier_orders_the_cores():
+    """Each core writes its half of a shared tensor; after the barrier each reads the other half."""
+
+    @nki.jit
+    def swap_halves(a):
+        half = a.shape[0] // 2
+        exchange = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="exchange")
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        me = nl.program_id(0)
+        mine = slice(me * half, (me + 1) * half)
+        other = slice((1 - me) * half, (2 - me) * half)
+        nl.store(exchange[mine, :], nl.multiply(nl.load(a[mine, :]), 10.0))
+        nisa.core_barrier(data=exchange, cores=(0, 1))
+        nl.store(out[mine, :], nl.load(exchange[other, :]))
+        return out
+
+    a = np.arange(256 * 8, dtype=np.float32).reshape(256, 8)
+    out, prof = nki.simulate(swap_halves[2], profile=True)(a)
+    np.testing.assert_array_equal(out, 10 * np.concatenate([a[128:], a[:128]]))
+    assert {e.phase for e in prof.timeline} == {0, 1}
+    phase0_end = max(e.end for e in prof.timeline if e.phase == 0)
+    assert min(e.start for e in prof.timeline if e.phase == 1) >= phase0_end
+
+
+def test_grid_outputs_must_be_shared():
+    @nki.jit
+    def private(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.hbm)
+        nl.store(out, nl.load(a))
+        return out
+
+    with pytest.raises(ConstraintError, match="nl.shared_hbm"):
+        private[2].specialize((np.zeros((128, 4), np.float32),))
+    nki.simulate(private)(np.zeros((128, 4), np.float32))  # a single instance may return private HBM
