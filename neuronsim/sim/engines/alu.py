@@ -46,6 +46,15 @@ def _min(a, b):
     return a if a <= b else b
 
 
+@njit(cache=True, inline="always")
+def _div(a, b):
+    if b == 0:
+        if a != a or a == 0:
+            return _F32_NAN
+        return np.float32(np.inf) if (a > 0) == (math.copysign(1.0, b) > 0) else np.float32(-np.inf)
+    return np.float32(a / b)
+
+
 @njit(cache=True)
 def alu_f32(op, a, b):
     """``a op b`` for fp32 ``a``, ``b`` (unary operators ignore ``b``)."""
@@ -58,11 +67,7 @@ def alu_f32(op, a, b):
     if op == _MUL:
         return np.float32(a * b)
     if op == _DIV:
-        if b == 0:
-            if a != a or a == 0:
-                return _F32_NAN
-            return np.float32(np.inf) if (a > 0) == (math.copysign(1.0, b) > 0) else np.float32(-np.inf)
-        return np.float32(a / b)
+        return _div(a, b)
     if op == _MAX:
         return _max(a, b)
     if op == _MIN:
@@ -104,7 +109,7 @@ def alu_f32(op, a, b):
     if op == _RSQRT:
         return np.float32(_rsqrt64(np.float64(a)))
     if op == _RECIP:
-        return alu_f32(_DIV, one, a)
+        return _div(one, a)
     if op == _MOD:
         return np.float32(_fmod64(np.float64(a), np.float64(b)))
     return _F32_NAN
@@ -132,7 +137,7 @@ def _rsqrt64(a):
 def _fmod64(a, b):
     if b == 0 or a != a or b != b or math.isinf(a):
         return np.nan
-    return math.fmod(a, b)
+    return np.fmod(a, b)  # numba has no math.fmod
 
 
 _BITS = np.array([0] * len(DType), dtype=np.int64)

@@ -18,18 +18,32 @@ or ``int64[P, N]`` for integer bit operations.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import carray, njit, types
+from numba.extending import intrinsic
 
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import MAX_FREE_DIMS, AccessPattern, Memory
-from neuronsim.sim.memory.numerics import decode, encode, encode_int, load_f32, load_i64, store_f32, store_i64
+from neuronsim.sim.memory.numerics import (
+    CANONICAL_NAN_BITS,
+    _encode_bf16,  # the bf16 rounding rule, reused by the vectorized row store
+    bits_from_f32,
+    decode,
+    encode,
+    encode_int,
+    f32_from_bits,
+    load_f32,
+    load_i64,
+    load_raw_f32,
+    store_f32,
+    store_i64,
+)
 
 AP_WIDTH = 5 + 2 * MAX_FREE_DIMS
 F_TENSOR, F_DTYPE, F_START, F_PITCH, F_PARTS, F_DIMS = 0, 1, 2, 3, 4, 5
 
 _ITEMSIZE = np.array([DType(c).itemsize for c in range(len(DType))], dtype=np.int64)
-_RAW_CODE = {1: DType.uint8, 2: DType.uint16, 4: DType.uint32}
-_RAW_CODES = np.array([_RAW_CODE[DType(c).itemsize] for c in range(len(DType))], dtype=np.int64)
+_RAW_CODE_OF_SIZE = np.array([0, int(DType.uint8), int(DType.uint16), 0, int(DType.uint32)], dtype=np.int64)
 
 
 def encode_ap(ap: AccessPattern, pitch_of_memory: dict[Memory, int]) -> list[int]:
@@ -57,6 +71,39 @@ def empty_ap_fields() -> list[int]:
 
 
 # ---------------------------------------------------------------- Numba side (trusted inputs)
+#
+# Reads and writes go by blocks of partitions ("rows"): all partitions of an access pattern share
+# its free pattern, so the byte offsets of a row's elements are computed once per instruction (not
+# at all when the row is contiguous), and a kernel can stream a big tile through cache-sized blocks.
+# ``*_rows_*(row, at, bases, p0, offsets, buf)`` moves partitions p0 .. p0 + len(buf) / N - 1 to or
+# from a flat buffer. Contiguous, aligned fp32 and bf16 rows go through typed array views that LLVM
+# vectorizes; every other case goes element by element through numerics.load_f32 / store_f32 (the
+# one definition of each format).
+
+
+def _typed_pointer(name: str, nbtype, llvm_type):
+    def pointer(typingctx, addr):
+        if not isinstance(addr, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            address = context.cast(builder, args[0], signature.args[0], types.int64)
+            return builder.inttoptr(address, llvm_type.as_pointer())
+
+        return types.CPointer(nbtype)(addr), codegen
+
+    pointer.__name__ = pointer.__qualname__ = name
+    return intrinsic(pointer)
+
+
+_f32_ptr = _typed_pointer("_f32_ptr", types.float32, ir.FloatType())
+_u32_ptr = _typed_pointer("_u32_ptr", types.uint32, ir.IntType(32))
+_u16_ptr = _typed_pointer("_u16_ptr", types.uint16, ir.IntType(16))
+_u8_ptr = _typed_pointer("_u8_ptr", types.uint8, ir.IntType(8))
+
+_F32, _TF32, _BF16 = int(DType.float32), int(DType.tfloat32), int(DType.bfloat16)
+_NAN32 = CANONICAL_NAN_BITS[DType.float32]
+
 
 @njit(cache=True, inline="always")
 def ap_parts(row, at):
@@ -71,102 +118,331 @@ def ap_free(row, at):
     return n
 
 
+@njit(cache=True, inline="always")
+def row_address(row, at, bases, p):
+    """Byte address of the first element of partition ``p`` of an encoded AP."""
+    return bases[row[at + F_TENSOR]] + row[at + F_START] + p * row[at + F_PITCH]
+
+
+# Kernels that stream a tile through buffers take this many elements per block of partitions
+# (128 KiB of fp32: a few such buffers stay in a core's L2 cache).
+BLOCK_ELEMENTS = 32768
+
+
+@njit(cache=True, inline="always")
+def block_rows(parts, n):
+    """Partitions per block for rows of ``n`` elements (at least 1, at most ``parts``)."""
+    return max(1, min(parts, BLOCK_ELEMENTS // max(n, 1)))
+
+
 @njit(cache=True)
-def _element_addresses(row, at, bases):
-    """Byte addresses [P, N] of an encoded AP, in row-major free order."""
-    parts = row[at + F_PARTS]
+def row_offsets(row, at):
+    """Byte offsets [N] of a row's elements from its first, in row-major free order; an empty
+    array when they are simply ``k * itemsize`` (a contiguous row)."""
     item = _ITEMSIZE[row[at + F_DTYPE]]
-    base = bases[row[at + F_TENSOR]] + row[at + F_START]
-    pitch = row[at + F_PITCH]
+    expect = 1
+    contiguous = True
+    for d in range(MAX_FREE_DIMS - 1, -1, -1):
+        step, num = row[at + F_DIMS + 2 * d], row[at + F_DIMS + 2 * d + 1]
+        if num == 1:
+            continue
+        if step != expect:
+            contiguous = False
+        expect *= num
+    if contiguous:
+        return np.empty(0, dtype=np.int64)
     s1, n1 = row[at + 5] * item, row[at + 6]
     s2, n2 = row[at + 7] * item, row[at + 8]
     s3, n3 = row[at + 9] * item, row[at + 10]
     s4, n4 = row[at + 11] * item, row[at + 12]
-    out = np.empty((parts, n1 * n2 * n3 * n4), dtype=np.int64)
-    for p in range(parts):
-        j = 0
-        a_p = base + p * pitch
-        for i1 in range(n1):
-            a1 = a_p + i1 * s1
-            for i2 in range(n2):
-                a2 = a1 + i2 * s2
-                for i3 in range(n3):
-                    a3 = a2 + i3 * s3
-                    for i4 in range(n4):
-                        out[p, j] = a3 + i4 * s4
-                        j += 1
+    out = np.empty(n1 * n2 * n3 * n4, dtype=np.int64)
+    j = 0
+    for i1 in range(n1):
+        for i2 in range(n2):
+            for i3 in range(n3):
+                a3 = i1 * s1 + i2 * s2 + i3 * s3
+                for i4 in range(n4):
+                    out[j] = a3 + i4 * s4
+                    j += 1
     return out
+
+
+@njit(cache=True, inline="always")
+def _plain_f32_rows(row, at, bases, offsets):
+    """(base, pitch_elements) when the AP is float32 with contiguous, aligned, non-overlapping rows."""
+    base = row_address(row, at, bases, 0)
+    pitch = row[at + F_PITCH]
+    n = ap_free(row, at)
+    ok = (row[at + F_DTYPE] == _F32 and offsets.size == 0 and base % 4 == 0 and pitch % 4 == 0
+          and (pitch >= 4 * n or row[at + F_PARTS] == 1))
+    return ok, base, max(pitch // 4, n)
+
+
+@njit(cache=True)
+def f32_rows(row, at, bases, offsets):
+    """The AP as a float32 [P, N] view of memory when it is plain float32 with contiguous, aligned,
+    non-overlapping rows; a [0, 0] view otherwise. Values are raw: NaN payloads are not
+    canonicalized (a kernel whose every result goes through a canonicalizing store may skip that)."""
+    ok, base, pitch = _plain_f32_rows(row, at, bases, offsets)
+    if not ok:
+        return carray(_f32_ptr(base), (0, 1))[:, :0]
+    return carray(_f32_ptr(base), (row[at + F_PARTS], pitch))[:, :ap_free(row, at)]
+
+
+@njit(cache=True)
+def u32_rows(row, at, bases, offsets):
+    """As :func:`f32_rows`, viewed as uint32 bits (to store fp32 results bit-exactly)."""
+    ok, base, pitch = _plain_f32_rows(row, at, bases, offsets)
+    if not ok:
+        return carray(_u32_ptr(base), (0, 1))[:, :0]
+    return carray(_u32_ptr(base), (row[at + F_PARTS], pitch))[:, :ap_free(row, at)]
+
+
+@njit(cache=True)
+def ap_extent(row, at, bases):
+    """[lo, hi) byte addresses spanned by an encoded AP (for overlap tests)."""
+    item = _ITEMSIZE[row[at + F_DTYPE]]
+    lo = hi = row_address(row, at, bases, 0)
+    reach = row[at + F_PITCH] * (row[at + F_PARTS] - 1)
+    lo, hi = lo + min(0, reach), hi + max(0, reach)
+    for d in range(MAX_FREE_DIMS):
+        reach = row[at + F_DIMS + 2 * d] * item * (row[at + F_DIMS + 2 * d + 1] - 1)
+        lo, hi = lo + min(0, reach), hi + max(0, reach)
+    return lo, hi + item
+
+
+@njit(cache=True)
+def load_rows_f32(row, at, bases, p0, offsets, out):
+    """Partitions ``p0 .. p0 + k - 1`` as fp32 into ``out`` (k * N values, partition-major);
+    ``offsets`` from :func:`row_offsets`."""
+    code = row[at + F_DTYPE]
+    pitch = row[at + F_PITCH]
+    n = ap_free(row, at)
+    k = out.size // n if n else 0
+    base = row_address(row, at, bases, p0)
+    nan = f32_from_bits(_NAN32)
+    item = _ITEMSIZE[code]
+    if offsets.size == 0 and (code == _F32 or code == _TF32) and base % 4 == 0 and pitch % 4 == 0:
+        for b in range(k):
+            src = carray(_f32_ptr(base + b * pitch), (n,))
+            o = b * n
+            for j in range(n):
+                x = src[j]
+                out[o + j] = x if x == x else nan
+    elif offsets.size == 0 and code == _BF16 and base % 2 == 0 and pitch % 2 == 0:
+        for b in range(k):
+            src16 = carray(_u16_ptr(base + b * pitch), (n,))
+            o = b * n
+            for j in range(n):
+                x = f32_from_bits(np.uint32(src16[j]) << np.uint32(16))
+                out[o + j] = x if x == x else nan
+    elif offsets.size == 0:
+        for b in range(k):
+            addr = base + b * pitch
+            o = b * n
+            for j in range(n):
+                out[o + j] = load_f32(addr + j * item, code)
+    elif code == _F32 or code == _TF32:
+        for b in range(k):
+            addr = base + b * pitch
+            o = b * n
+            for j in range(n):
+                x = load_raw_f32(addr + offsets[j])
+                out[o + j] = x if x == x else nan
+    else:
+        for b in range(k):
+            addr = base + b * pitch
+            o = b * n
+            for j in range(n):
+                out[o + j] = load_f32(addr + offsets[j], code)
+
+
+@njit(cache=True)
+def store_rows_f32(row, at, bases, p0, offsets, values):
+    """Store fp32 ``values`` (k * N, partition-major) as partitions ``p0 .. p0 + k - 1``, rounded
+    to the AP's dtype."""
+    code = row[at + F_DTYPE]
+    pitch = row[at + F_PITCH]
+    n = ap_free(row, at)
+    k = values.size // n if n else 0
+    base = row_address(row, at, bases, p0)
+    item = _ITEMSIZE[code]
+    if offsets.size == 0 and code == _F32 and base % 4 == 0 and pitch % 4 == 0:
+        for b in range(k):
+            dst = carray(_u32_ptr(base + b * pitch), (n,))
+            o = b * n
+            for j in range(n):
+                x = values[o + j]
+                dst[j] = bits_from_f32(x) if x == x else np.uint32(_NAN32)
+    elif offsets.size == 0 and code == _BF16 and base % 2 == 0 and pitch % 2 == 0:
+        for b in range(k):
+            dst16 = carray(_u16_ptr(base + b * pitch), (n,))
+            o = b * n
+            for j in range(n):
+                dst16[j] = np.uint16(_encode_bf16(values[o + j]))
+    elif offsets.size == 0:
+        for b in range(k):
+            addr = base + b * pitch
+            o = b * n
+            for j in range(n):
+                store_f32(addr + j * item, code, values[o + j])
+    else:
+        for b in range(k):
+            addr = base + b * pitch
+            o = b * n
+            for j in range(n):
+                store_f32(addr + offsets[j], code, values[o + j])
+
+
+@njit(cache=True)
+def load_rows_i64(row, at, bases, p0, offsets, out):
+    """Partitions ``p0 ..`` as integers (``numerics.load_i64``) into ``out`` (int64, k * N)."""
+    code = row[at + F_DTYPE]
+    pitch = row[at + F_PITCH]
+    n = ap_free(row, at)
+    k = out.size // n if n else 0
+    base = row_address(row, at, bases, p0)
+    item = _ITEMSIZE[code]
+    for b in range(k):
+        addr = base + b * pitch
+        o = b * n
+        if offsets.size == 0:
+            for j in range(n):
+                out[o + j] = load_i64(addr + j * item, code)
+        else:
+            for j in range(n):
+                out[o + j] = load_i64(addr + offsets[j], code)
+
+
+@njit(cache=True)
+def store_rows_i64(row, at, bases, p0, offsets, values):
+    """Store integers (``numerics.store_i64``: saturating) as partitions ``p0 ..``."""
+    code = row[at + F_DTYPE]
+    pitch = row[at + F_PITCH]
+    n = ap_free(row, at)
+    k = values.size // n if n else 0
+    base = row_address(row, at, bases, p0)
+    item = _ITEMSIZE[code]
+    for b in range(k):
+        addr = base + b * pitch
+        o = b * n
+        if offsets.size == 0:
+            for j in range(n):
+                store_i64(addr + j * item, code, values[o + j])
+        else:
+            for j in range(n):
+                store_i64(addr + offsets[j], code, values[o + j])
+
+
+@njit(cache=True)
+def load_rows_raw(row, at, bases, p0, offsets, out):
+    """Partitions ``p0 ..``' element bit patterns (zero-extended) into ``out`` (int64, k * N)."""
+    item = _ITEMSIZE[row[at + F_DTYPE]]
+    pitch = row[at + F_PITCH]
+    n = ap_free(row, at)
+    k = out.size // n if n else 0
+    base = row_address(row, at, bases, p0)
+    raw = _RAW_CODE_OF_SIZE[item]
+    aligned = base % item == 0 and pitch % item == 0
+    for b in range(k):
+        addr = base + b * pitch
+        o = b * n
+        if offsets.size == 0 and aligned and item == 4:
+            s32 = carray(_u32_ptr(addr), (n,))
+            for j in range(n):
+                out[o + j] = s32[j]
+        elif offsets.size == 0 and aligned and item == 2:
+            s16 = carray(_u16_ptr(addr), (n,))
+            for j in range(n):
+                out[o + j] = s16[j]
+        elif offsets.size == 0 and item == 1:
+            s8 = carray(_u8_ptr(addr), (n,))
+            for j in range(n):
+                out[o + j] = s8[j]
+        elif offsets.size == 0:
+            for j in range(n):
+                out[o + j] = load_i64(addr + j * item, raw)
+        else:
+            for j in range(n):
+                out[o + j] = load_i64(addr + offsets[j], raw)
+
+
+@njit(cache=True)
+def store_rows_raw(row, at, bases, p0, offsets, values):
+    """Store bit patterns (low bytes of ``values``, k * N) as partitions ``p0 ..``."""
+    item = _ITEMSIZE[row[at + F_DTYPE]]
+    pitch = row[at + F_PITCH]
+    n = ap_free(row, at)
+    k = values.size // n if n else 0
+    base = row_address(row, at, bases, p0)
+    raw = _RAW_CODE_OF_SIZE[item]
+    aligned = base % item == 0 and pitch % item == 0
+    for b in range(k):
+        addr = base + b * pitch
+        o = b * n
+        if offsets.size == 0 and aligned and item == 4:
+            d32 = carray(_u32_ptr(addr), (n,))
+            for j in range(n):
+                d32[j] = np.uint32(values[o + j] & 0xFFFFFFFF)
+        elif offsets.size == 0 and aligned and item == 2:
+            d16 = carray(_u16_ptr(addr), (n,))
+            for j in range(n):
+                d16[j] = np.uint16(values[o + j] & 0xFFFF)
+        elif offsets.size == 0 and item == 1:
+            d8 = carray(_u8_ptr(addr), (n,))
+            for j in range(n):
+                d8[j] = np.uint8(values[o + j] & 0xFF)
+        elif offsets.size == 0:
+            for j in range(n):
+                store_i64(addr + j * item, raw, values[o + j])
+        else:
+            for j in range(n):
+                store_i64(addr + offsets[j], raw, values[o + j])
 
 
 @njit(cache=True)
 def gather_f32(row, at, bases):
-    code = row[at + F_DTYPE]
-    addrs = _element_addresses(row, at, bases)
-    out = np.empty(addrs.shape, dtype=np.float32)
-    for p in range(addrs.shape[0]):
-        for j in range(addrs.shape[1]):
-            out[p, j] = load_f32(addrs[p, j], code)
+    out = np.empty((ap_parts(row, at), ap_free(row, at)), dtype=np.float32)
+    load_rows_f32(row, at, bases, 0, row_offsets(row, at), out.reshape(-1))
     return out
 
 
 @njit(cache=True)
 def scatter_f32(row, at, bases, values):
-    code = row[at + F_DTYPE]
-    addrs = _element_addresses(row, at, bases)
-    for p in range(addrs.shape[0]):
-        for j in range(addrs.shape[1]):
-            store_f32(addrs[p, j], code, values[p, j])
+    store_rows_f32(row, at, bases, 0, row_offsets(row, at), np.ascontiguousarray(values).reshape(-1))
 
 
 @njit(cache=True)
 def gather_i64(row, at, bases):
-    code = row[at + F_DTYPE]
-    addrs = _element_addresses(row, at, bases)
-    out = np.empty(addrs.shape, dtype=np.int64)
-    for p in range(addrs.shape[0]):
-        for j in range(addrs.shape[1]):
-            out[p, j] = load_i64(addrs[p, j], code)
+    out = np.empty((ap_parts(row, at), ap_free(row, at)), dtype=np.int64)
+    load_rows_i64(row, at, bases, 0, row_offsets(row, at), out.reshape(-1))
     return out
 
 
 @njit(cache=True)
 def scatter_i64(row, at, bases, values):
-    code = row[at + F_DTYPE]
-    addrs = _element_addresses(row, at, bases)
-    for p in range(addrs.shape[0]):
-        for j in range(addrs.shape[1]):
-            store_i64(addrs[p, j], code, values[p, j])
+    store_rows_i64(row, at, bases, 0, row_offsets(row, at), np.ascontiguousarray(values).reshape(-1))
 
 
 @njit(cache=True)
 def gather_raw(row, at, bases):
     """Element bit patterns [P, N] (as unsigned ints), for bit-exact moves."""
-    raw = _RAW_CODES[row[at + F_DTYPE]]
-    addrs = _element_addresses(row, at, bases)
-    out = np.empty(addrs.shape, dtype=np.int64)
-    for p in range(addrs.shape[0]):
-        for j in range(addrs.shape[1]):
-            out[p, j] = load_i64(addrs[p, j], raw)
+    out = np.empty((ap_parts(row, at), ap_free(row, at)), dtype=np.int64)
+    load_rows_raw(row, at, bases, 0, row_offsets(row, at), out.reshape(-1))
     return out
 
 
 @njit(cache=True)
 def scatter_raw(row, at, bases, values):
-    raw = _RAW_CODES[row[at + F_DTYPE]]
-    addrs = _element_addresses(row, at, bases)
-    for p in range(addrs.shape[0]):
-        for j in range(addrs.shape[1]):
-            store_i64(addrs[p, j], raw, values[p, j])
+    store_rows_raw(row, at, bases, 0, row_offsets(row, at), np.ascontiguousarray(values).reshape(-1))
 
 
 @njit(cache=True)
 def copy_raw(row, dst_at, src_at, bases):
-    """Bit-exact copy of element k of src to element k of dst (row-major), same dtype."""
-    raw = _RAW_CODES[row[src_at + F_DTYPE]]
-    src = _element_addresses(row, src_at, bases).ravel()
-    dst = _element_addresses(row, dst_at, bases).ravel()
-    for k in range(src.size):
-        store_i64(dst[k], raw, load_i64(src[k], raw))
+    """Bit-exact copy of element k of src to element k of dst (row-major), same dtype. All of src
+    is read before dst is written, as in the reference."""
+    values = gather_raw(row, src_at, bases).reshape(-1)
+    store_rows_raw(row, dst_at, bases, 0, row_offsets(row, dst_at), values)
 
 
 # ---------------------------------------------------------------- reference side (numpy, for clarity)
@@ -174,7 +450,8 @@ def copy_raw(row, dst_at, src_at, bases):
 class RefMemory:
     """Byte buffers by tensor id; reads and writes access patterns with numpy fancy indexing."""
 
-    def __init__(self, buffers: list[np.ndarray], base_offsets: list[int], pitch_of_memory: dict[Memory, int]):
+    def __init__(self, buffers: list[np.ndarray], base_offsets: list[int],
+                 pitch_of_memory: dict[Memory, int]):
         self.buffers = buffers  # flat uint8 views: HBM arrays, or the whole SBUF / PSUM
         self.base_offsets = base_offsets
         self.pitch_of_memory = pitch_of_memory
