@@ -112,24 +112,29 @@ def _linear_scan(bufs: list[Buffer], degree: int, unit: int, capacity: int) -> _
                 ],
                 key=lambda a: a[0],
             )
-        addr, largest = 0, 0
-        placed = None
+        placed = 0  # first fit: the busy ranges are disjoint and sorted by address
         for a_addr, a_size, _ in busy:
-            if a_addr - addr >= size:
-                placed = addr
+            if a_addr - placed >= size:
                 break
-            largest = max(largest, a_addr - addr)
-            addr = max(addr, a_addr + a_size)
-        if placed is None:
-            if capacity - addr < size:
-                return _Failure(b, size, max(largest, capacity - addr), busy)
-            placed = addr
+            if a_addr + a_size > placed:
+                placed = a_addr + a_size
+        else:
+            if capacity - placed < size:
+                return _Failure(b, size, _largest_gap(busy, capacity), busy)
         b.address = (0, placed)
         entry = (placed, size, b)
         bisect.insort(active, entry, key=lambda a: a[0])
         by_id[b.id] = entry
         heapq.heappush(expiry, (end[b.id], b.id))
     return None
+
+
+def _largest_gap(busy: list[tuple[int, int, Buffer]], capacity: int) -> int:
+    largest, addr = 0, 0
+    for a_addr, a_size, _ in busy:
+        largest = max(largest, a_addr - addr)
+        addr = max(addr, a_addr + a_size)
+    return max(largest, capacity - addr)
 
 
 def _capacity_error(memory: Memory, f: _Failure, capacity: int, unit: int, chip) -> Exception:

@@ -9,7 +9,7 @@ from neuronsim.sim.ir import ON_CHIP, AccessPattern, Instruction, Memory, Progra
 
 
 def _fast_constructor(cls, names: tuple[str, ...]):
-    """A constructor for a frozen, slot-less dataclass that fills ``__dict__`` directly.
+    """A constructor for a frozen, slot-less dataclass that sets its ``__dict__`` directly.
 
     Building a Program creates a few objects per traced instruction and the frozen-dataclass
     ``__init__`` (one ``object.__setattr__`` per field) is half the build time. Falls back to the
@@ -21,14 +21,14 @@ def _fast_constructor(cls, names: tuple[str, ...]):
         or tuple(f.name for f in dataclasses.fields(cls)) != names
     ):
         return cls
-    new = object.__new__
-
-    def make(*values):
-        obj = new(cls)
-        obj.__dict__.update(zip(names, values))  # noqa: B905 (arity fixed by the callers below)
-        return obj
-
-    return make
+    args = ", ".join(names)
+    fields = ", ".join(f"{n!r}: {n}" for n in names)
+    namespace = {"new": object.__new__, "setattr": object.__setattr__, "cls": cls}
+    source = (
+        f"def make({args}):\n    obj = new(cls)\n    setattr(obj, '__dict__', {{{fields}}})\n    return obj\n"
+    )
+    exec(source, namespace)  # as dataclasses builds __init__
+    return namespace["make"]
 
 
 _new_ap = _fast_constructor(AccessPattern, ("tensor", "offset", "pattern"))

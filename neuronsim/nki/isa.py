@@ -79,6 +79,7 @@ scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 
+_UNKNOWN = engine.unknown
 _ENGINES = {
     engine.tensor: Engine.TENSOR,
     engine.vector: Engine.VECTOR,
@@ -113,12 +114,26 @@ _ACT_NAMES.update(
 )
 
 
+_ALU_MEMO: dict = {}
+_ACT_MEMO: dict = {}
+_INT32 = frozenset({DType.int32, DType.uint32})
+
+
 def alu_op(op, what: str = "op") -> AluOp:
     """An ALU operator from ``nl.add``, ``np.add``, ``"add"`` or an AluOp."""
+    try:
+        return _ALU_MEMO[op]
+    except (KeyError, TypeError):
+        pass
     if isinstance(op, AluOp):
         return op
     name = op if isinstance(op, str) else getattr(op, "__name__", None)
     hit = _ALU_NAMES.get(name)
+    if hit is not None:
+        try:
+            _ALU_MEMO[op] = hit
+        except TypeError:
+            pass
     if hit is None:
         raise UnsupportedError(
             f"{what}={op!r} is not an ALU operator of nki.language", location=caller_location()
@@ -128,10 +143,19 @@ def alu_op(op, what: str = "op") -> AluOp:
 
 def act_func(op) -> ActFunc:
     """An activation function from ``nl.exp``, ``np.exp``, ``"exp"`` or an ActFunc."""
+    try:
+        return _ACT_MEMO[op]
+    except (KeyError, TypeError):
+        pass
     if isinstance(op, ActFunc):
         return op
     name = op if isinstance(op, str) else getattr(op, "__name__", None)
     hit = _ACT_NAMES.get(name)
+    if hit is not None:
+        try:
+            _ACT_MEMO[op] = hit
+        except TypeError:
+            pass
     if hit is None:
         raise UnsupportedError(
             f"op={op!r} is not an activation function the simulator implements "
@@ -237,7 +261,7 @@ def emit(
 
 
 def _engine(value, fn: str, allowed: tuple[Engine, ...], default: Engine) -> Engine:
-    if value is None or value is engine.unknown or value == "unknown":
+    if value is _UNKNOWN or value is None or value == "unknown":
         return default
     if isinstance(value, str):
         value = engine(value)
@@ -311,7 +335,8 @@ def nc_matmul(
         _tile(stationary, "stationary", fn),
         _tile(moving, "moving", fn),
     )
-    chip = current_trace().chip
+    trace = current_trace()
+    chip = trace.chip
     for role, v in (("stationary", stationary), ("moving", moving)):
         if v.memory is not Memory.SBUF:
             raise _fail(
@@ -375,9 +400,12 @@ def nc_matmul(
     box = _box(dst)
     boxes = dst.buf.acc_boxes
     if accumulate is None:
-        accumulate = any(_overlaps(a, box) for a in boxes)
+        accumulate = False
+        for a in boxes:
+            if a[0] < box[1] and box[0] < a[1] and a[2] < box[3] and box[2] < a[3]:
+                accumulate = True
+                break
     boxes.append(box)
-    trace = current_trace()
     if is_transpose:
         trace.transpose_flops += 2 * k * m * n
     else:
@@ -441,7 +469,6 @@ def activation(
     fn = "activation"
     dst, data = _tile(dst, "dst", fn), _tile(data, "data", fn)
     func = act_func(op)
-    _check_partitions(fn, ("data", data), ("dst", dst))
     _same_shape(fn, dst, data, "dst", "data")
     bias_imm, bias_tile = _scalar_or_vector(fn, bias, data, "bias")
     if _is_tile(scale):
@@ -515,16 +542,18 @@ def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     fn = "tensor_tensor"
     dst, data1, data2 = _tile(dst, "dst", fn), _tile(data1, "data1", fn), _tile(data2, "data2", fn)
     alu = alu_op(op)
-    _check_partitions(fn, ("data1", data1), ("data2", data2), ("dst", dst))
     _same_shape(fn, data1, data2, "data1", "data2")
     _same_shape(fn, dst, data1, "dst", "data1")
     if data1.memory is Memory.PSUM and data2.memory is Memory.PSUM:
         raise _fail(fn, f"data1 and data2 cannot both be in PSUM ({_describe(data1)}, {_describe(data2)})")
-    ints = {DType.int32, DType.uint32}
-    in_psum = any(v.memory is Memory.PSUM for v in (dst, data1, data2))
-    all_int = all(v.buf.dtype in ints for v in (dst, data1, data2))
-    default = Engine.GPSIMD if (alu is AluOp.power or all_int) and not in_psum else Engine.VECTOR
-    eng = _engine(engine, fn, (Engine.VECTOR, Engine.GPSIMD), default)
+    default = Engine.VECTOR
+    if alu is AluOp.power or (
+        dst.buf.dtype in _INT32 and data1.buf.dtype in _INT32 and data2.buf.dtype in _INT32
+    ):  # GpSimd computes power and exact 32-bit integer arithmetic, but cannot reach PSUM
+        psum = Memory.PSUM
+        if dst.buf.memory is not psum and data1.buf.memory is not psum and data2.buf.memory is not psum:
+            default = Engine.GPSIMD
+    eng = default if engine is _UNKNOWN else _engine(engine, fn, (Engine.VECTOR, Engine.GPSIMD), default)
     emit(fn, Opcode.TENSOR_TENSOR, eng, dst, (data1, data2), {"op": alu}, name=name, roles=("data1", "data2"))
 
 
@@ -543,7 +572,6 @@ def tensor_scalar(
     """``dst = (data op0 operand0) op1 operand1``, scalar or [P, 1] operands (VectorE/ScalarE/GpSimd)."""
     fn = "tensor_scalar"
     dst, data = _tile(dst, "dst", fn), _tile(data, "data", fn)
-    _check_partitions(fn, ("data", data), ("dst", dst))
     _same_shape(fn, dst, data, "dst", "data")
     a0 = alu_op(op0, "op0")
     v0, t0 = _scalar_or_vector(fn, operand0, data, "operand0")
@@ -577,7 +605,6 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     """``dst = (data op0 operand0) op1 operand1`` with operand1 a tile like data, on VectorE."""
     fn = "scalar_tensor_tensor"
     dst, data, operand1 = _tile(dst, "dst", fn), _tile(data, "data", fn), _tile(operand1, "operand1", fn)
-    _check_partitions(fn, ("data", data), ("dst", dst))
     _same_shape(fn, dst, data, "dst", "data")
     _same_shape(fn, operand1, data, "operand1", "data")
     if data.memory is Memory.PSUM and operand1.memory is Memory.PSUM:
@@ -606,7 +633,6 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
     """Copy ``src`` into ``dst`` (same partitions and elements per partition) on VectorE/ScalarE/GpSimd."""
     fn = "tensor_copy"
     dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
-    _check_partitions(fn, ("src", src), ("dst", dst))
     _same_shape(fn, dst, src, "dst", "src")
     eng = _engine(engine, fn, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), Engine.VECTOR)
     emit(fn, Opcode.TENSOR_COPY, eng, dst, (src,), {}, name=name)
@@ -616,7 +642,6 @@ def memset(dst, value, engine=engine.unknown, name=None):
     """Fill ``dst`` with the constant ``value`` on VectorE or GpSimd."""
     fn = "memset"
     dst = _tile(dst, "dst", fn)
-    _check_partitions(fn, ("dst", dst))
     eng = _engine(engine, fn, (Engine.VECTOR, Engine.GPSIMD), Engine.VECTOR)
     emit(fn, Opcode.MEMSET, eng, dst, (), {"value": float(value)}, name=name)
 
@@ -911,24 +936,22 @@ def tensor_partition_reduce(dst, op, data, name=None):
 
 
 def _check_dma(fn: str, dst: NkiTensor, src: NkiTensor) -> None:
+    psum = Memory.PSUM
+    if dst.buf.memory is not psum and src.buf.memory is not psum and dst.size == src.size:
+        return
     for role, v in (("dst", dst), ("src", src)):
-        if v.buf.memory is Memory.PSUM:
+        if v.buf.memory is psum:
             raise _fail(
                 fn,
                 f"DMA engines cannot access PSUM; {role} is {_describe(v)} (copy it to SBUF with "
                 f"nisa.tensor_copy first)",
                 EngineAccessError,
             )
-    if dst.size != src.size:
-        raise _fail(
-            fn,
-            f"src {_describe(src)} has {src.size} elements but dst {_describe(dst)} has {dst.size}; "
-            f"element counts must match",
-        )
-    limit = current_trace().chip.partitions
-    for role, v in (("dst", dst), ("src", src)):
-        if v.buf.memory is not Memory.HBM and v.ppair is None and v.dims and v.dims[0][1] > limit:
-            _check_partitions(fn, (role, v))
+    raise _fail(
+        fn,
+        f"src {_describe(src)} has {src.size} elements but dst {_describe(dst)} has {dst.size}; "
+        f"element counts must match",
+    )
 
 
 def dma_copy(

@@ -30,27 +30,22 @@ from neuronsim.nki.types import DynSlice, MemoryRegion, NkiDtype, region_of, to_
 from neuronsim.options import current as current_options
 from neuronsim.sim.chips import get_chip
 from neuronsim.sim.dtypes import DType
-from neuronsim.sim.ir import ON_CHIP, ActFunc, AluOp, Memory
+from neuronsim.sim.ir import ActFunc, AluOp, Memory
 
 NkiTensor = NkiTensor
 ndarray_type = NkiTensor
 
 # ---------------------------------------------------------------- dtypes and buffers
 
-bool_ = NkiDtype("bool")
-int8, int16, int32 = NkiDtype("int8"), NkiDtype("int16"), NkiDtype("int32")
-uint8, uint16, uint32 = NkiDtype("uint8"), NkiDtype("uint16"), NkiDtype("uint32")
-float16, float32, bfloat16, tfloat32 = (
-    NkiDtype("float16"),
-    NkiDtype("float32"),
-    NkiDtype("bfloat16"),
-    NkiDtype("tfloat32"),
-)
-float8_e4m3, float8_e5m2, float8_e4m3fn = (
-    NkiDtype("float8_e4m3"),
-    NkiDtype("float8_e5m2"),
-    NkiDtype("float8_e4m3fn"),
-)
+_D = _types.DTYPES
+bool_ = _D[DType.bool_]
+int8, int16, int32 = _D[DType.int8], _D[DType.int16], _D[DType.int32]
+uint8, uint16, uint32 = _D[DType.uint8], _D[DType.uint16], _D[DType.uint32]
+float16, float32 = _D[DType.float16], _D[DType.float32]
+bfloat16, tfloat32 = _D[DType.bfloat16], _D[DType.tfloat32]
+float8_e4m3, float8_e5m2 = _D[DType.float8_e4m3], _D[DType.float8_e5m2]
+float8_e4m3fn = _D[DType.float8_e4m3fn]
+_DTYPE_MEMO = {nd: d for d, nd in _D.items()}  # keyed by the canonical objects: identity hits
 # The x4-packed MX types exist in the API; the simulator stores no packed formats (using one is a DtypeError).
 float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = "float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4"
 
@@ -176,8 +171,7 @@ def no_reorder():
 # ---------------------------------------------------------------- creation
 
 
-def _check_on_chip(shape, dtype, memory: Memory, name: str, location) -> None:
-    chip = current_trace().chip
+def _check_on_chip(chip, shape, dtype, memory: Memory, name: str, location) -> None:
     per_partition = dtype.itemsize
     for n in shape[1:]:
         per_partition *= n
@@ -224,21 +218,31 @@ def _shape(shape) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
+_REGION = {None: sbuf, sbuf: sbuf, psum: psum, private_hbm: private_hbm, shared_hbm: shared_hbm}
+
+
 def _alloc(shape, dtype, buffer=None, name: str = "", address=None, tag: str = "") -> NkiTensor:
     trace = current_trace()
-    region = region_of(buffer)
-    shape, d = _shape(shape), _dtype(dtype)
+    region = _REGION.get(buffer) if type(buffer) is MemoryRegion or buffer is None else region_of(buffer)
+    if region is None:
+        region = region_of(buffer)
+    if type(shape) is not tuple or not builtins.all(type(n) is int for n in shape):
+        shape = _shape(shape)
+    d = _DTYPE_MEMO.get(dtype) if type(dtype) is NkiDtype else None
+    if d is None:
+        d = _dtype(dtype)
     location = caller_location()
-    label = name or (tag or "tensor")
-    if region.memory in ON_CHIP:
-        _check_on_chip(shape, d, region.memory, label, location)
-        buf = trace.new_buffer(label, region.memory, shape, d, location, tag=tag)
+    memory = region.memory
+    if memory is not Memory.HBM:
+        label = name or tag or "tensor"
+        _check_on_chip(trace.chip, shape, d, memory, label, location)
+        buf = trace.new_tile(label, memory, shape, d, location, tag)
         if address is not None:
             buf.address = (int(address[0]), int(address[1]))
             buf.pinned = True
     else:
         buf = trace.new_buffer(
-            label if name else ("shared" if region.shared else "hbm"),
+            name or ("shared" if region.shared else "hbm"),
             Memory.HBM,
             shape,
             d,

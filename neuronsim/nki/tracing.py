@@ -32,6 +32,7 @@ from neuronsim.nki.types import (
     to_sim_dtype,
 )
 from neuronsim.sim.chips import ChipSpec
+from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import ON_CHIP, Memory
 
 _NKI_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -96,6 +97,8 @@ class Buffer:
         "acc_boxes",
         "free_size",
         "arg_index",
+        "on_chip",
+        "size",
     )
 
     def __init__(
@@ -113,7 +116,7 @@ class Buffer:
         self.name = name
         self.memory = memory
         self.shape = shape
-        self.dtype = to_sim_dtype(dtype)
+        self.dtype = dtype if type(dtype) is DType else to_sim_dtype(dtype)
         self.kind = kind
         self.location = location
         self.first = -1
@@ -127,7 +130,12 @@ class Buffer:
         self.shared = shared
         self.written = False
         self.acc_boxes: list | None = [] if memory is Memory.PSUM else None
-        self.free_size = math.prod(shape[1:]) if memory in ON_CHIP else math.prod(shape)
+        size = 1
+        for n in shape:
+            size *= n
+        self.size = size
+        self.on_chip = memory is not Memory.HBM
+        self.free_size = (size // shape[0] if shape[0] else 0) if self.on_chip else size
         self.arg_index = -1
 
     @property
@@ -153,13 +161,24 @@ def _region_of_buffer(buf: Buffer) -> MemoryRegion:
     return shared_hbm if buf.shared else private_hbm
 
 
-def _row_major(shape, offset: int, base_step: int = 1) -> tuple[tuple[int, int], ...]:
+def _row_major(shape, offset: int = 0, base_step: int = 1) -> tuple[tuple[int, int], ...]:
     dims = []
     step = base_step
     for n in reversed(shape):
         dims.append((step, int(n)))
         step *= int(n)
     return tuple(reversed(dims))
+
+
+_ROW_MAJOR: dict = {}
+
+
+def row_major(shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The ``(step, num)`` dims of a whole row-major tensor of ``shape`` (memoized)."""
+    dims = _ROW_MAJOR.get(shape)
+    if dims is None:
+        dims = _ROW_MAJOR[shape] = _row_major(shape)
+    return dims
 
 
 class NkiTensor:
@@ -170,7 +189,7 @@ class NkiTensor:
     removed it, ``ppair`` holds the hidden one-partition pair.
     """
 
-    __slots__ = ("buf", "offset", "dims", "ppair", "shape")
+    __slots__ = ("buf", "offset", "dims", "ppair", "shape", "partitions", "free_size", "size")
     __array_priority__ = 1000  # numpy scalars defer to our operators
 
     def __init__(self, buf: Buffer, offset: int, dims: tuple[tuple[int, int], ...], ppair=None):
@@ -178,12 +197,27 @@ class NkiTensor:
         self.offset = offset
         self.dims = dims
         self.ppair = ppair
-        self.shape = tuple([n for _, n in dims])
+        shape = self.shape = tuple([n for _, n in dims])
+        # Partitions and elements per partition as an operand (precomputed: every check reads them).
+        size = 1
+        for n in shape:
+            size *= n
+        self.size = size
+        if ppair is not None or not shape:
+            self.partitions = 1 if buf.on_chip or not shape else shape[0]
+        else:
+            self.partitions = shape[0]
+        p = self.partitions
+        self.free_size = size // p if p else 0
 
     @classmethod
     def whole(cls, buf: Buffer) -> NkiTensor:
         t = object.__new__(cls)
-        t.buf, t.offset, t.dims, t.ppair, t.shape = buf, 0, _row_major(buf.shape, 0), None, buf.shape
+        shape = buf.shape
+        t.buf, t.offset, t.dims, t.ppair, t.shape = buf, 0, row_major(shape), None, shape
+        t.size = buf.size
+        t.partitions = shape[0] if shape else 1
+        t.free_size = buf.size // t.partitions if t.partitions else 0
         return t
 
     # --- metadata
@@ -204,13 +238,6 @@ class NkiTensor:
         return len(self.dims)
 
     @property
-    def size(self) -> int:
-        n = 1
-        for _, num in self.dims:
-            n *= num
-        return n
-
-    @property
     def strides(self) -> tuple[int, ...]:
         return tuple(s for s, _ in self.dims)
 
@@ -227,20 +254,7 @@ class NkiTensor:
 
     @property
     def on_chip(self) -> bool:
-        return self.buf.memory in ON_CHIP
-
-    @property
-    def partitions(self) -> int:
-        """Partitions of the view as an operand (1 when the partition index was fixed)."""
-        if self.buf.memory in ON_CHIP:
-            return 1 if self.ppair is not None or not self.dims else self.dims[0][1]
-        return self.shape[0] if self.shape else 1
-
-    @property
-    def free_size(self) -> int:
-        if self.buf.memory in ON_CHIP and self.ppair is None:
-            return math.prod(self.shape[1:])
-        return math.prod(self.shape[1:]) if self.buf.memory is Memory.HBM else math.prod(self.shape)
+        return self.buf.on_chip
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -562,6 +576,30 @@ def _slice(k: slice, num: int, d: int, t: NkiTensor) -> tuple[int, int, int]:
 def index_view(t: NkiTensor, key) -> NkiTensor:
     if type(key) is not tuple:
         key = (key,)
+    tdims = t.dims
+    if len(key) == len(tdims):  # fast path: unit-step slices with non-negative int bounds
+        offset = t.offset
+        dims = []
+        for k, (step, num) in zip(key, tdims):  # noqa: B905 (lengths checked)
+            if type(k) is not slice or k.step is not None:
+                break
+            a, b = k.start, k.stop
+            if a is None:
+                a = 0
+            elif type(a) is not int or not 0 <= a <= num:
+                break
+            if b is None:
+                b = num
+            elif type(b) is not int or not 0 <= b <= num:
+                break
+            offset += a * step
+            dims.append((step, b - a if b > a else 0))
+        else:
+            return NkiTensor(t.buf, offset, tuple(dims), t.ppair)
+    return _index_view(t, key)
+
+
+def _index_view(t: NkiTensor, key) -> NkiTensor:
     n = len(t.dims)
     if Ellipsis in key:
         at = key.index(Ellipsis)
@@ -689,6 +727,21 @@ class Trace:
             buf.rotating = bool(affine)
         return buf
 
+    def new_tile(self, name: str, memory: Memory, shape: tuple[int, ...], dtype: DType, location, tag: str):
+        """An on-chip buffer (the fast path of :meth:`new_buffer`), registered at its allocation site."""
+        n = self.names.get(name)
+        self.names[name] = 1 if n is None else n + 1
+        buf = Buffer(len(self.buffers), name if n is None else f"{name}_{n}", memory, shape, dtype, "scratch",
+                     location)
+        self.buffers.append(buf)
+        affine = self.affine_key
+        site = (location, tag, affine)
+        buf.site = site
+        index = buf.site_index = self.site_counts.get(site, 0)
+        self.site_counts[site] = index + 1
+        buf.rotating = bool(affine)
+        return buf
+
     def next_dma_queue(self) -> int:
         q = self.dma_queue
         self.dma_queue = (q + 1) % self.chip.dma_queues_per_engine
@@ -699,7 +752,10 @@ _state = threading.local()
 
 
 def current_trace() -> Trace:
-    trace = getattr(_state, "trace", None)
+    try:
+        trace = _state.trace
+    except AttributeError:
+        trace = None
     if trace is None:
         raise RuntimeError(
             "NKI language and ISA calls are only valid inside a kernel being traced "
