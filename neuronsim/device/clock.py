@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import NamedTuple
+import time
+from typing import Any, NamedTuple
 
 from neuronsim.device import settings
 
@@ -31,6 +32,10 @@ class ClockEvent(NamedTuple):
     duration_ns: float
     native: bool  # run by a native kernel (the simulator) rather than a host fallback
     bytes: int
+    wall_ns: int | None = None  # host time.time_ns() when the op was issued (aligns host traces)
+    kernel: Any = None  # a native kernel's sim Prepared (Program + schedule), for instruction detail
+    flops: float = 0.0  # a native kernel's model FLOPs
+    engine_busy_ns: Any = None  # a native kernel's busy time per engine track (Timeline.engine_busy_ns)
 
 
 class _Costs(NamedTuple):
@@ -76,7 +81,8 @@ class DeviceClock:
             self.host_bytes_to_host += bytes_in
             self.host_bytes_to_device += bytes_out
             self._records.append(
-                (0, name, signature, start, c.launch_ns, to_host, bytes_in, to_device, bytes_out)
+                (0, name, signature, start, c.launch_ns, to_host, bytes_in, to_device, bytes_out,
+                 time.time_ns())
             )
 
     def charge_transfer(self, name: str, signature: tuple, nbytes: int, to_device: bool) -> None:
@@ -90,15 +96,33 @@ class DeviceClock:
                 self.host_bytes_to_device += nbytes
             else:
                 self.host_bytes_to_host += nbytes
-            self._records.append((1, name, signature, start, duration, nbytes, to_device))
+            self._records.append((1, name, signature, start, duration, nbytes, to_device, time.time_ns()))
 
-    def charge_kernel(self, name: str, signature: tuple, duration_ns: float, nbytes: int = 0) -> None:
-        """A native kernel: its launch overhead, then ``duration_ns`` from the simulator's schedule."""
+    def charge_kernel(
+        self,
+        name: str,
+        signature: tuple,
+        duration_ns: float,
+        nbytes: int = 0,
+        *,
+        kernel: Any = None,
+        flops: float = 0.0,
+        engine_busy_ns: Any = None,
+    ) -> None:
+        """A native kernel: its launch overhead, then ``duration_ns`` from the simulator's schedule.
+
+        ``kernel`` (the sim ``Prepared``), ``flops`` and ``engine_busy_ns`` are kept for the
+        profiler; nothing is derived from them here.
+        """
         c = self._current_costs()
+        wall = time.time_ns()
         with self._lock:
             start = self.now_ns
             self.now_ns = start + c.launch_ns + duration_ns
-            self._records.append((2, name, signature, start, c.launch_ns, duration_ns, nbytes))
+            self._records.append(
+                (2, name, signature, start, c.launch_ns, duration_ns, nbytes, wall, kernel, flops,
+                 engine_busy_ns)
+            )
 
     # ---- reading --------------------------------------------------------------------------------
     def events(self) -> list[ClockEvent]:
@@ -107,19 +131,23 @@ class DeviceClock:
         out: list[ClockEvent] = []
         for rec in records:
             if rec[0] == 0:
-                _, name, sig, start, launch, to_host, b_in, to_dev, b_out = rec
-                out.append(ClockEvent(name, "launch", sig, start, launch, False, 0))
-                out.append(ClockEvent(name, "to_host", sig, start + launch, to_host, False, b_in))
-                out.append(ClockEvent(name, "to_device", sig, start + launch + to_host, to_dev, False, b_out))
-            elif rec[0] == 1:
-                _, name, sig, start, duration, nbytes, to_device = rec
+                _, name, sig, start, launch, to_host, b_in, to_dev, b_out, wall = rec
+                out.append(ClockEvent(name, "launch", sig, start, launch, False, 0, wall))
+                out.append(ClockEvent(name, "to_host", sig, start + launch, to_host, False, b_in, wall))
                 out.append(
-                    ClockEvent(name, "h2d" if to_device else "d2h", sig, start, duration, False, nbytes)
+                    ClockEvent(name, "to_device", sig, start + launch + to_host, to_dev, False, b_out, wall)
                 )
+            elif rec[0] == 1:
+                _, name, sig, start, duration, nbytes, to_device, wall = rec
+                kind = "h2d" if to_device else "d2h"
+                out.append(ClockEvent(name, kind, sig, start, duration, False, nbytes, wall))
             else:
-                _, name, sig, start, launch, duration, nbytes = rec
-                out.append(ClockEvent(name, "launch", sig, start, launch, True, 0))
-                out.append(ClockEvent(name, "kernel", sig, start + launch, duration, True, nbytes))
+                _, name, sig, start, launch, duration, nbytes, wall, kernel, flops, busy = rec
+                out.append(ClockEvent(name, "launch", sig, start, launch, True, 0, wall))
+                out.append(
+                    ClockEvent(name, "kernel", sig, start + launch, duration, True, nbytes, wall, kernel,
+                               flops, busy)
+                )
         return out
 
     def reset(self) -> None:
@@ -135,6 +163,12 @@ class DeviceClock:
 
 _clocks: dict[int, DeviceClock] = {}
 _clocks_lock = threading.Lock()
+
+
+def all_clocks() -> dict[int, DeviceClock]:
+    """Every device clock used so far, by device index."""
+    with _clocks_lock:
+        return dict(sorted(_clocks.items()))
 
 
 def clock(index: int) -> DeviceClock:

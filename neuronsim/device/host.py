@@ -62,19 +62,21 @@ class _Conversion:
         return a
 
 
-def run_on_host(plan: OpPlan, args: tuple, kwargs: dict):
+def run_on_host(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
+    """Compute the op with ATen-CPU; ``charge=False`` (a native kernel's ``fast`` numerics, which
+    charges its own Program's time) neither charges the clock nor counts a fallback."""
     if plan.fast_path is not None:
-        result = _run_fast(plan, args, kwargs)
+        result = _run_fast(plan, args, kwargs, charge)
         if result is not _SLOW:
             return result
     cast = plan.casts_64bit and settings.cast_64bit()
-    return _run(plan, args, kwargs, cast, cast and dtype_policy.needs_int64(plan.name))
+    return _run(plan, args, kwargs, cast, cast and dtype_policy.needs_int64(plan.name), charge)
 
 
 _SLOW = object()
 
 
-def _run_fast(plan: OpPlan, args: tuple, kwargs: dict):
+def _run_fast(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
     """The common case, kept short: tensor (not list) arguments, no 64-bit tensors to narrow,
     one fresh result or an in-place update of ``self``. Returns ``_SLOW`` for anything else."""
     single_fresh = plan.fast_path == "fresh"
@@ -111,40 +113,42 @@ def _run_fast(plan: OpPlan, args: tuple, kwargs: dict):
     result = plan.call(*hargs, **kwargs)
     if single_fresh:
         if not isinstance(result, Tensor):
-            return _finish_other_result(plan, result, signature, bytes_in, index)
+            return _finish_other_result(plan, result, signature, bytes_in, index, charge)
         out = adopt(result, index) if result.is_cpu else result
         bytes_out = out.nbytes
     else:
         out = args[0]
         bytes_out = out.nbytes
-    clock.clock(index).charge_fallback(plan.name, tuple(signature), bytes_in, bytes_out)
-    tracking.record_fallback(plan.name)
+    if charge:
+        clock.clock(index).charge_fallback(plan.name, tuple(signature), bytes_in, bytes_out)
+        tracking.record_fallback(plan.name)
     return out
 
 
-def _finish_other_result(plan, result, signature, bytes_in, index):
+def _finish_other_result(plan, result, signature, bytes_in, index, charge: bool):
     # A non-tensor (or tensor-list) result of a fresh-returning op: adopt what needs adopting.
     out = _adopt_all(result, index, ())
-    clock.clock(index).charge_fallback(plan.name, tuple(signature), bytes_in, _nbytes(out))
-    tracking.record_fallback(plan.name)
+    if charge:
+        clock.clock(index).charge_fallback(plan.name, tuple(signature), bytes_in, _nbytes(out))
+        tracking.record_fallback(plan.name)
     return out
 
 
-def _run(plan: OpPlan, args: tuple, kwargs: dict, cast: bool, keep_int64: bool):
+def _run(plan: OpPlan, args: tuple, kwargs: dict, cast: bool, keep_int64: bool, charge: bool = True):
     conv = _Conversion(cast, keep_int64)
     hargs = [conv(a) for a in args]
     hkwargs = {k: conv(v) for k, v in kwargs.items()} if kwargs else {}
     if conv.host_tensors and conv.index is not None:
         _check_same_device(plan, args, kwargs, conv.index)
     try:
-        return _call(plan, args, kwargs, conv, hargs, hkwargs)
+        return _call(plan, args, kwargs, conv, hargs, hkwargs, charge)
     except (RuntimeError, TypeError) as exc:
         if torch.int64 not in conv.narrowed or keep_int64:
             raise
         # Some host kernels insist on int64 indices (gather, nll_loss targets); index values are
         # the same in 32 bits, so rerun keeping them and remember the op.
         try:
-            result = _run(plan, args, kwargs, cast, True)
+            result = _run(plan, args, kwargs, cast, True, charge)
         except (RuntimeError, TypeError):
             raise exc from None
         dtype_policy.learn_needs_int64(plan.name)
@@ -175,7 +179,7 @@ def _refs(plan: OpPlan, args: tuple, kwargs: dict):
             yield (names.index(name), name)
 
 
-def _call(plan: OpPlan, args, kwargs, conv: _Conversion, hargs, hkwargs):
+def _call(plan: OpPlan, args, kwargs, conv: _Conversion, hargs, hkwargs, charge: bool = True):
     index = state.current_device() if conv.index is None else conv.index
     if plan.generator is not None and get_arg(args, kwargs, plan.generator) is None:
         _set_arg(hargs, hkwargs, plan.generator, random.generator(index))
@@ -194,10 +198,11 @@ def _call(plan: OpPlan, args, kwargs, conv: _Conversion, hargs, hkwargs):
     bytes_out += sum(_nbytes(get_arg(args, kwargs, ref)) for ref in plan.outs)
     widen = dtype_policy.cast_back_targets(conv.narrowed, plan, args, kwargs) if conv.narrowed else ()
     out, fresh_bytes = _results(plan, result, args, kwargs, hargs, hkwargs, index, widen)
-    clock.clock(index).charge_fallback(
-        plan.name, tuple(conv.signature), conv.bytes_in, bytes_out + fresh_bytes
-    )
-    tracking.record_fallback(plan.name)
+    if charge:
+        clock.clock(index).charge_fallback(
+            plan.name, tuple(conv.signature), conv.bytes_in, bytes_out + fresh_bytes
+        )
+        tracking.record_fallback(plan.name)
     return out
 
 

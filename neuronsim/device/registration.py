@@ -2,7 +2,7 @@
 
 Order matters: rename -> Python hooks and device guard -> generated ``.neuron()``/``.is_neuron``
 methods -> the device module ``torch.neuron`` -> the op table and the patches for the C++ pieces
-a Python backend cannot provide.
+a Python backend cannot provide -> the native kernels (``neuronsim.kernels``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import threading
 
 import torch
 
+from neuronsim import kernels
 from neuronsim.device import accelerator, autograd_hooks, module, op_table, state, storage
 
 _lock = threading.Lock()
@@ -71,4 +72,5 @@ def register() -> None:
             accelerator.install()
             storage.install()
             autograd_hooks.install()
+            kernels.install()  # native ops; their NKI kernels load at each family's first call
         _registered = True

@@ -22,7 +22,15 @@ def _events_of(fn):
     return device_clock.events()[before:], device_clock.now_ns - start
 
 
-def test_every_op_falls_back_to_the_host_when_no_native_kernel_is_registered():
+@pytest.fixture
+def no_native_kernels():
+    saved = dict(dispatch.NATIVE_KERNELS)
+    dispatch.NATIVE_KERNELS.clear()
+    yield
+    dispatch.NATIVE_KERNELS.update(saved)
+
+
+def test_every_op_falls_back_to_the_host_when_no_native_kernel_is_registered(no_native_kernels):
     a = torch.ones(4, device="neuron")
     torch.neuron.clear_op_tracking()
     (a + a).sum()
@@ -32,7 +40,7 @@ def test_every_op_falls_back_to_the_host_when_no_native_kernel_is_registered():
     assert torch.neuron.get_fallback_ops() == [] and torch.neuron.get_executed_ops() == []
 
 
-def test_fallback_is_charged_launch_and_a_host_round_trip_from_the_chip():
+def test_fallback_is_charged_launch_and_a_host_round_trip_from_the_chip(no_native_kernels):
     chip = get_chip("trn2")
     a = torch.ones(256, device="neuron")
     b = torch.ones(256, device="neuron")
@@ -90,10 +98,13 @@ def _native_add(op, args, kwargs):
 
 @pytest.fixture
 def native_add():
+    previous = dispatch.NATIVE_KERNELS.get(aten.add.Tensor)
     dispatch.register_native_kernel(aten.add.Tensor, _native_add)
     torch.neuron.clear_op_tracking()
     yield
     dispatch.unregister_native_kernel(aten.add.Tensor)
+    if previous is not None:
+        dispatch.register_native_kernel(aten.add.Tensor, previous)
 
 
 def test_registered_native_kernel_is_consulted_first(native_add):
