@@ -13,6 +13,7 @@ wall-clock, and percentages and MFU are averages over the cores used (``neuronco
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from neuronsim.nki.kernel import TracedKernel
@@ -66,46 +67,76 @@ class Profile:
         )
 
 
-def build_profile(traced: TracedKernel, runs) -> Profile:
-    """The profile of one run: ``runs[phase][instance]`` RunResults laid out on the cores."""
-    chip = traced.chip
-    n_inst = len(traced.instances)
+def layout(runs, chip) -> list[tuple[int, int, int, float, object]]:
+    """Where each run of a launch went: (phase, instance, core, offset_ns, RunResult).
+
+    Instance ``i`` of a phase runs on core ``i % n_cores`` (``n_cores`` = min(instances, the
+    chip's LNC width)), instances on one core back to back; a phase starts when the last core has
+    finished the one before (``core_barrier``).
+    """
+    n_inst = len(runs[0]) if runs else 0
     n_cores = max(1, min(n_inst, chip.default_lnc))
-    timeline: list[TimelineEntry] = []
-    summaries = []
+    placed = []
     t0 = 0.0
     for phase, row in enumerate(runs):
         core_time = [0.0] * n_cores
         for i, result in enumerate(row):
             core = i % n_cores
-            offset = t0 + core_time[core]
-            tl = result.timeline
-            prog = result.prepared.program
-            summaries.append(kernel_summary(prog, tl, chip, result.prepared.placement))
-            starts = (tl.start_ns + offset) * 1e-9
-            ends = (tl.end_ns + offset) * 1e-9
-            for k, ins in enumerate(prog.instructions):
-                track = int(tl.track[k])
-                dma = ins.engine is Engine.DMA
-                timeline.append(
-                    TimelineEntry(
-                        "dma" if dma else ENGINES[track],
-                        float(starts[k]),
-                        float(ends[k]),
-                        ins.opcode.name,
-                        ins.location,
-                        ins.name,
-                        track - DMA_TRACK0 if dma else None,
-                        i,
-                        core,
-                        phase,
-                    )
-                )
-            core_time[core] += tl.total_ns
+            placed.append((phase, i, core, t0 + core_time[core], result))
+            core_time[core] += result.timeline.total_ns
         t0 += max(core_time)
-    wall = t0 * 1e-9
+    return placed
+
+
+def build_profile(traced: TracedKernel, runs) -> Profile:
+    """The profile of one run: ``runs[phase][instance]`` RunResults laid out on the cores."""
+    chip = traced.chip
+    timeline: list[TimelineEntry] = []
+    summaries = []
+    placed = layout(runs, chip)
+    n_cores = max(1, min(len(traced.instances), chip.default_lnc))
+    wall_ns = 0.0
+    for phase, i, core, offset, result in placed:
+        tl = result.timeline
+        prog = result.prepared.program
+        summaries.append(kernel_summary(prog, tl, chip, result.prepared.placement))
+        wall_ns = max(wall_ns, offset + tl.total_ns)
+        starts = (tl.start_ns + offset) * 1e-9
+        ends = (tl.end_ns + offset) * 1e-9
+        for k, ins in enumerate(prog.instructions):
+            track = int(tl.track[k])
+            dma = ins.engine is Engine.DMA
+            timeline.append(
+                TimelineEntry(
+                    "dma" if dma else ENGINES[track],
+                    float(starts[k]),
+                    float(ends[k]),
+                    ins.opcode.name,
+                    ins.location,
+                    ins.name,
+                    track - DMA_TRACK0 if dma else None,
+                    i,
+                    core,
+                    phase,
+                )
+            )
+    wall = wall_ns * 1e-9
     # Percentages and MFU average over the cores used: derive against n_cores x wall-clock time.
     summary = merge_summaries(summaries, chip, total_time=wall * n_cores)
     summary["total_time"] = wall
     summary["neuroncore_count"] = n_cores
     return Profile(traced.name, chip.name, summary, timeline)
+
+
+def record_launch(traced: TracedKernel, runs, issued_ns: int) -> None:
+    """Hand the launch to a recording profiler session (``neuronsim profile``), if there is one."""
+    session = sys.modules.get("neuronsim.profiler.session")
+    if session is None or session.active() is None:
+        return
+    from neuronsim.profiler.events import KernelRun, PlacedRun
+
+    placed = [
+        PlacedRun(KernelRun.from_prepared(result.prepared), core, offset)
+        for _phase, _i, core, offset, result in layout(runs, traced.chip)
+    ]
+    session.record_launch(placed, traced.name, issued_ns)
