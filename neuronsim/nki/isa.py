@@ -483,39 +483,81 @@ def activation(
     if scale_tile is not None:
         srcs.append(scale_tile)
         roles.append("scale")
-    reduce = False
+    cmd = _reduce_cmd(reduce_cmd)
     if reduce_res is not None:
         reduce_res = _tile(reduce_res, "reduce_res", fn)
-        if reduce_op is not None and alu_op(reduce_op, "reduce_op") is not AluOp.add:
-            raise _fail(fn, f"reduce_op={reduce_op} is not supported; ScalarE reduces with nl.add")
-        if reduce_cmd in (_RC.reduce, _RC.load_reduce, "reduce", "load_reduce"):
-            raise _fail(
-                fn,
-                f"reduce_cmd={reduce_cmd} (accumulating onto the reduce registers of earlier "
-                f"instructions) is not simulated; use reduce_cmd.reset_reduce",
-                UnsupportedError,
-            )
         if reduce_res.partitions != data.partitions or reduce_res.free_size != 1:
             raise _fail(fn, f"reduce_res must be a [{data.partitions}, 1] tile; got {_describe(reduce_res)}")
-        reduce = True
+        if cmd is _RC.idle:  # a result asked for with no command: the row sum (as activation_reduce)
+            cmd = _RC.reset_reduce
+    if reduce_op is not None and alu_op(reduce_op, "reduce_op") is not AluOp.add:
+        raise _fail(fn, f"reduce_op={reduce_op} is not supported; ScalarE reduces with nl.add")
+    if cmd is _RC.load_reduce:
+        raise _fail(fn, "reduce_cmd=load_reduce is not a ScalarE activation command", UnsupportedError)
+    trace = current_trace()
+    # The 128 reduce registers are emulated: `reset_reduce` writes the row sum through the
+    # instruction's second result; `reduce` writes it to a scratch tile and adds the running value
+    # with one more ScalarE instruction (the register read-out costs an instruction on hardware too).
+    dst2 = None
+    if cmd in (_RC.reset_reduce, _RC.reduce):
+        fresh = cmd is _RC.reset_reduce or trace.scalar_regs is None
+        direct = fresh and reduce_res is not None and reduce_res.buf.dtype is DType.float32
+        dst2 = reduce_res if direct else _scalar_regs_tile(data.partitions)
     imm = {
         "func": func,
         "scale": scale_imm,
         "bias": bias_imm,
         "bias_is_tile": bias_tile is not None,
         "scale_is_tile": scale_tile is not None,
-        "reduce": reduce,
+        "reduce": dst2 is not None,
+    }
+    emit(fn, Opcode.ACTIVATION, Engine.SCALAR, dst, srcs, imm, name=name, dst2=dst2, roles=roles)
+    if cmd is _RC.reset:
+        trace.scalar_regs = None
+    elif dst2 is not None:
+        if cmd is _RC.reduce and trace.scalar_regs is not None:
+            total = reduce_res if reduce_res is not None and reduce_res.buf.dtype is DType.float32 else dst2
+            _scalar_add(total, dst2, trace.scalar_regs, name)
+            dst2 = total
+        trace.scalar_regs = dst2
+    if reduce_res is not None and dst2 is not reduce_res:
+        if trace.scalar_regs is None:
+            memset(reduce_res, 0.0)
+        else:
+            tensor_copy(reduce_res, trace.scalar_regs, engine=engine.scalar)
+
+
+def _reduce_cmd(value):
+    if isinstance(value, str):
+        return reduce_cmd(value)
+    return _RC.idle if value is None else value
+
+
+def _scalar_regs_tile(partitions: int) -> NkiTensor:
+    from neuronsim.nki import language
+
+    return language._new_tile((partitions, 1), DType.float32, "activation.reduce_regs")
+
+
+def _scalar_add(dst: NkiTensor, part: NkiTensor, running: NkiTensor, name) -> None:
+    """``dst = part + running`` on ScalarE (an identity activation with a bias tile)."""
+    imm = {
+        "func": ActFunc.copy,
+        "scale": 1.0,
+        "bias": 0.0,
+        "bias_is_tile": True,
+        "scale_is_tile": False,
+        "reduce": False,
     }
     emit(
-        fn,
+        "activation",
         Opcode.ACTIVATION,
         Engine.SCALAR,
         dst,
-        srcs,
+        (part, running),
         imm,
         name=name,
-        dst2=reduce_res if reduce else None,
-        roles=roles,
+        roles=("data", "bias"),
     )
 
 

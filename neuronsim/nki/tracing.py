@@ -686,6 +686,7 @@ class Trace:
         self.barriers: list[int] = []  # record index where each core_barrier split the program
         self.identity: dict = {}
         self.names: dict[str, int] = {}
+        self.scalar_regs = None  # the ScalarE reduce registers' value (emulated, see isa.activation)
         self.hbm_fill: dict[int, float] = {}  # HBM buffer id -> value the host fills it with (nl.zeros/full)
         self.constants: dict = {}  # HBM buffer id -> numpy array (nl.shared_constant)
 

@@ -294,3 +294,30 @@ def test_every_ir_instruction_has_its_nisa_call():
     for name in calls.values():
         params = list(__import__("inspect").signature(getattr(nisa, name)).parameters)
         assert params[0] == "dst", name
+
+
+def test_activation_reduce_registers_accumulate_across_instructions():
+    """reset_reduce then reduce: the ScalarE registers keep a running row sum (online softmax)."""
+    x = RNG.standard_normal((128, 1536), dtype=np.float32)
+
+    @nki.jit
+    def running_sum(a):
+        out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        e, total = sbuf((128, 512)), sbuf((128, 1))
+        for j in nl.sequential_range(3):
+            cmd = nisa.reduce_cmd.reset_reduce if j == 0 else nisa.reduce_cmd.reduce
+            nisa.activation(
+                dst=e,
+                op=nl.exp,
+                data=nl.load(a[:, j * 512 : (j + 1) * 512]),
+                reduce_op=nl.add,
+                reduce_res=total if j == 2 else None,
+                reduce_cmd=cmd,
+            )
+        nl.store(out, total)
+        return out
+
+    out = nki.simulate(running_sum)(x)
+    np.testing.assert_allclose(out[:, 0], np.exp(x).sum(1), rtol=1e-5)
+    engines = {i.engine for i in running_sum.specialize((x,)).instances[0].programs[0].instructions}
+    assert engines == {Engine.SCALAR, Engine.DMA}  # the accumulation stays on ScalarE
