@@ -13,8 +13,8 @@
 The scores never leave the chip. Simulated (S = 1024, d = 128, bfloat16 operands, fp32 softmax;
 ``python examples/nki/attention.py``):
 
-- trn2: 130.97 us — TensorE busy 43%, VectorE 32%, ScalarE 44%, GpSimd 0%, DMA 9%, MFU 16.6%
-- trn3: 123.25 us — TensorE busy 46%, VectorE 24%, ScalarE 47%, DMA 6%, MFU 17.6%
+- trn2: 49.12 us — TensorE busy 31%, VectorE 29%, ScalarE 29%, DMA 43%, MFU 13.9%
+- trn3: 46.69 us — TensorE busy 32%, VectorE 25%, ScalarE 30%, DMA 45%, MFU 14.6%
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ same computation through ``nl.softmax``.
 
 Simulated (2048 x 1024 float32; ``python examples/nki/softmax.py``):
 
-- trn2: 110.82 us — DMA 95%, VectorE 42%, ScalarE 47%
-- trn3: 79.66 us — DMA 93%, VectorE 46%, ScalarE 53%
+- trn2: 52.56 us — DMA 87%, VectorE 67%, ScalarE 28%
+- trn3: 44.65 us — DMA 71%, VectorE 63%, ScalarE 32%
 """
 
 from __future__ import annotations
