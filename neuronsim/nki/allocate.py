@@ -90,42 +90,77 @@ def _held_until(bufs: list[Buffer], degree: int) -> dict[int, int]:
 
 def _linear_scan(bufs: list[Buffer], degree: int, unit: int, capacity: int) -> _Failure | None:
     end = _held_until(bufs, degree)
-    pinned = [b for b in bufs if b.pinned]
-    order = sorted((b for b in bufs if not b.pinned), key=lambda b: (b.first, b.id))
-    active: list[tuple[int, int, Buffer]] = []  # (address, size, buffer), sorted by address
-    expiry: list[tuple[int, int]] = []  # heap of (held-until, buffer id)
-    by_id: dict[int, tuple[int, int, Buffer]] = {}
+    if any(b.pinned for b in bufs):
+        return _linear_scan_pinned(bufs, end, unit, capacity)
+    order = sorted(bufs, key=lambda b: (b.first, b.id))
+    gaps: list[list[int]] = [[0, capacity]]  # free byte ranges [start, end), sorted and disjoint
+    expiry: list[tuple[int, int, int, int]] = []  # heap of (held-until, id, address, size)
+    live: dict[int, tuple[int, int, Buffer]] = {}
     for b in order:
         start = b.first
         while expiry and expiry[0][0] < start:
-            _, bid = heapq.heappop(expiry)
-            active.remove(by_id.pop(bid))
+            _, bid, addr, size = heapq.heappop(expiry)
+            del live[bid]
+            _free(gaps, addr, addr + size)
         size = _rounded(b.bytes_per_partition, unit)
-        busy = active
-        if pinned:
-            busy = sorted(
-                active
-                + [
-                    (p.address[1], _rounded(p.bytes_per_partition, unit), p)
-                    for p in pinned
-                    if p.first <= end[b.id] and end[p.id] >= start
-                ],
-                key=lambda a: a[0],
-            )
-        placed = 0  # first fit: the busy ranges are disjoint and sorted by address
+        for i, gap in enumerate(gaps):  # first fit
+            if gap[1] - gap[0] >= size:
+                placed = gap[0]
+                if gap[1] - gap[0] == size:
+                    del gaps[i]
+                else:
+                    gap[0] += size
+                break
+        else:
+            busy = sorted(live.values(), key=lambda a: a[0])
+            return _Failure(b, size, _largest_gap(busy, capacity), busy)
+        b.address = (0, placed)
+        live[b.id] = (placed, size, b)
+        heapq.heappush(expiry, (end[b.id], b.id, placed, size))
+    return None
+
+
+def _free(gaps: list[list[int]], lo: int, hi: int) -> None:
+    i = bisect.bisect_left(gaps, [lo, hi])
+    if i > 0 and gaps[i - 1][1] == lo:
+        gaps[i - 1][1] = hi
+        if i < len(gaps) and gaps[i][0] == hi:
+            gaps[i - 1][1] = gaps[i][1]
+            del gaps[i]
+    elif i < len(gaps) and gaps[i][0] == hi:
+        gaps[i][0] = lo
+    else:
+        gaps.insert(i, [lo, hi])
+
+
+def _linear_scan_pinned(bufs: list[Buffer], end: dict[int, int], unit: int, capacity: int) -> _Failure | None:
+    """The same scan when some buffers are pinned by the kernel (``address=``): place around them."""
+    pinned = [b for b in bufs if b.pinned]
+    order = sorted((b for b in bufs if not b.pinned), key=lambda b: (b.first, b.id))
+    active: list[tuple[int, int, Buffer]] = []  # (address, size, buffer), sorted by address
+    for b in order:
+        start = b.first
+        active = [a for a in active if end[a[2].id] >= start]
+        size = _rounded(b.bytes_per_partition, unit)
+        busy = sorted(
+            active
+            + [
+                (p.address[1], _rounded(p.bytes_per_partition, unit), p)
+                for p in pinned
+                if p.first <= end[b.id] and end[p.id] >= start
+            ],
+            key=lambda a: a[0],
+        )
+        placed = 0
         for a_addr, a_size, _ in busy:
             if a_addr - placed >= size:
                 break
-            if a_addr + a_size > placed:
-                placed = a_addr + a_size
+            placed = max(placed, a_addr + a_size)
         else:
             if capacity - placed < size:
                 return _Failure(b, size, _largest_gap(busy, capacity), busy)
         b.address = (0, placed)
-        entry = (placed, size, b)
-        bisect.insort(active, entry, key=lambda a: a[0])
-        by_id[b.id] = entry
-        heapq.heappush(expiry, (end[b.id], b.id))
+        bisect.insort(active, (placed, size, b), key=lambda a: a[0])
     return None
 
 

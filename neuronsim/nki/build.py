@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from neuronsim.nki.tracing import Buffer, NkiTensor, Trace
+from neuronsim.nki.tracing import Buffer, Trace
 from neuronsim.sim.ir import ON_CHIP, AccessPattern, Instruction, Memory, Program, TensorDecl
 
 
@@ -52,41 +52,42 @@ def build_programs(trace: Trace, location: str | None) -> list[Program]:
 
 
 def _build(trace: Trace, records, name: str, location: str | None) -> Program:
-    decls: dict[int, TensorDecl] = {}
     tensors: list[TensorDecl] = []
+    decl_of: list[TensorDecl | None] = [None] * len(trace.buffers)  # by buffer id
 
     def declare(b: Buffer) -> TensorDecl:
+        on_chip = b.memory in ON_CHIP
         d = TensorDecl(
             len(tensors),
             b.name,
             b.memory,
             b.shape,
             b.dtype,
-            b.kind if b.memory is Memory.HBM else "scratch",
-            b.address if b.memory in ON_CHIP else None,
+            "scratch" if on_chip else b.kind,
+            b.address if on_chip else None,
             b.location,
         )
-        decls[b.id] = d
+        decl_of[b.id] = d
         tensors.append(d)
         return d
 
     for b in trace.buffers:
         if b.memory is Memory.HBM:
             declare(b)
-
-    def ap(v: NkiTensor | None) -> AccessPattern | None:
-        if v is None:
-            return None
-        d = decls.get(v.buf.id)
-        if d is None:
-            d = declare(v.buf)
-        return _new_ap(d, v.offset, v.ap_pattern())
-
+    new_ap = _new_ap
     instructions = []
+    append = instructions.append
     for opcode, engine, dst, srcs, imm, loc, iname, queue, dst2 in records:
-        instructions.append(
-            _new_instruction(
-                opcode, engine, ap(dst), tuple([ap(s) for s in srcs]), imm, loc, iname, queue, ap(dst2)
-            )
-        )
+        ops = []
+        for v in srcs:
+            d = decl_of[v.buf.id] or declare(v.buf)
+            ops.append(new_ap(d, v.offset, v.ap_pattern()))
+        out = out2 = None
+        if dst is not None:
+            d = decl_of[dst.buf.id] or declare(dst.buf)
+            out = new_ap(d, dst.offset, dst.ap_pattern())
+        if dst2 is not None:
+            d = decl_of[dst2.buf.id] or declare(dst2.buf)
+            out2 = new_ap(d, dst2.offset, dst2.ap_pattern())
+        append(_new_instruction(opcode, engine, out, tuple(ops), imm, loc, iname, queue, out2))
     return Program(name, tuple(tensors), tuple(instructions), location)

@@ -15,6 +15,7 @@ import math
 
 from neuronsim.errors import ConstraintError, DtypeError, EngineAccessError, UnsupportedError
 from neuronsim.nki.tracing import NkiTensor, caller_location, current_trace
+from neuronsim.nki.tracing import _state as _tracing_state
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import ActFunc, AluOp, Engine, Memory, Opcode
 from neuronsim.sim.validate import ENGINE_READS, ENGINE_WRITES
@@ -212,52 +213,67 @@ def emit(
     roles=None,
 ) -> int:
     """Check engine/memory access, update liveness and PSUM accumulation state, record the instruction."""
-    trace = current_trace()
-    idx = len(trace.records)
+    try:
+        trace = _tracing_state.trace
+    except AttributeError:
+        trace = current_trace()
+    records = trace.records
+    idx = len(records)
     location = caller_location()
-    reads, writes = ENGINE_READS[eng], ENGINE_WRITES[eng]
-    for pos, v in enumerate(srcs):
+    reads = ENGINE_READS[eng]
+    hbm = Memory.HBM
+    for v in srcs:
         b = v.buf
-        if b.memory not in reads:
-            role = roles[pos] if roles else "src"
-            raise EngineAccessError(
-                f"nisa.{fn}: the {eng.name.lower()} engine cannot read {b.memory.name}; "
-                f"{role} is {_describe(v)} "
-                f"(it reads {', '.join(sorted(m.name for m in reads))})",
-                instruction=f"nisa.{fn}",
-                location=location,
-            )
-        root = b.alias_of or b
-        if root.memory is not Memory.HBM:
+        mem = b.memory
+        if mem not in reads:
+            _access_error(fn, eng, v, srcs, roles, location, reads, "read")
+        if mem is not hbm:
+            root = b.alias_of or b
             if root.first < 0:
                 root.first = idx
             root.last = idx
-            if b.acc_boxes:
+            boxes = b.acc_boxes
+            if boxes:  # a PSUM read ends the accumulation groups it overlaps
                 box = _box(v)
-                b.acc_boxes[:] = [a for a in b.acc_boxes if not _overlaps(a, box)]
-    for v in (dst, dst2):
-        if v is None:
-            continue
-        b = v.buf
-        if b.memory not in writes:
-            raise EngineAccessError(
-                f"nisa.{fn}: the {eng.name.lower()} engine cannot write {b.memory.name}; the destination is "
-                f"{_describe(v)} (it writes {', '.join(sorted(m.name for m in writes))})",
-                instruction=f"nisa.{fn}",
-                location=location,
-            )
-        root = b.alias_of or b
-        root.written = True
-        if root.memory is not Memory.HBM:
-            if root.first < 0:
-                root.first = idx
-            root.last = idx
-            if b.acc_boxes is not None and opcode is not Opcode.NC_MATMUL:
-                b.acc_boxes.append(_box(v))
-    trace.records.append(
-        (opcode, eng, dst, tuple(srcs), imm if imm is not None else {}, location, name, queue, dst2)
-    )
+                b.acc_boxes = [a for a in boxes if not _overlaps(a, box)]
+    if dst is not None:
+        _write(fn, eng, dst, idx, location, opcode)
+    if dst2 is not None:
+        _write(fn, eng, dst2, idx, location, opcode)
+    records.append((opcode, eng, dst, tuple(srcs), {} if imm is None else imm, location, name, queue, dst2))
     return idx
+
+
+def _write(fn: str, eng: Engine, v: NkiTensor, idx: int, location, opcode) -> None:
+    b = v.buf
+    if b.memory not in ENGINE_WRITES[eng]:
+        writes = ENGINE_WRITES[eng]
+        raise EngineAccessError(
+            f"nisa.{fn}: the {eng.name.lower()} engine cannot write {b.memory.name}; the destination is "
+            f"{_describe(v)} (it writes {', '.join(sorted(m.name for m in writes))})",
+            instruction=f"nisa.{fn}",
+            location=location,
+        )
+    root = b.alias_of or b
+    root.written = True
+    if b.memory is not Memory.HBM:
+        if root.first < 0:
+            root.first = idx
+        root.last = idx
+        if b.acc_boxes is not None and opcode is not Opcode.NC_MATMUL:
+            b.acc_boxes.append(_box(v))
+
+
+def _access_error(fn, eng, v, srcs, roles, location, reads, verb):
+    pos = next(i for i, s in enumerate(srcs) if s is v)
+    role = roles[pos] if roles else "src"
+    raise EngineAccessError(
+        f"nisa.{fn}: the {eng.name.lower()} engine cannot {verb} {v.buf.memory.name}; "
+        f"{role} is {_describe(v)} "
+        f"(it reads {', '.join(sorted(m.name for m in reads))})",
+        instruction=f"nisa.{fn}",
+        location=location,
+    )
 
 
 def _engine(value, fn: str, allowed: tuple[Engine, ...], default: Engine) -> Engine:

@@ -56,9 +56,12 @@ def _display_name(code) -> str | None:
 def caller_location(depth: int = 2) -> str | None:
     """``file:line`` of the innermost frame outside ``neuronsim/nki`` (the kernel's line)."""
     f = sys._getframe(depth)
+    where = _where
     while f is not None:
         code = f.f_code
-        name = _where[code] if code in _where else _display_name(code)
+        name = where.get(code, where)
+        if name is where:
+            name = _display_name(code)
         if name is not None:
             return f"{name}:{f.f_lineno}"
         f = f.f_back

@@ -180,3 +180,21 @@ def test_profile_reports_peak_on_chip_bytes():
     _, prof = nki.simulate(_scale_kernel(nl.affine_range), profile=True)(np.zeros((512, 512), np.float32))
     assert prof.summary["sbuf_peak_bytes"] == MAX_ROTATION * 512 * 4 * 128
     assert prof.summary["psum_peak_bytes"] == 0
+
+
+def test_a_pinned_tile_keeps_its_address_and_others_go_around_it():
+    @nki.jit
+    def pinned(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        fixed = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf, name="fixed", address=(0, 0))
+        nisa.memset(dst=fixed, value=3.0)
+        for i in nl.affine_range(a.shape[0] // 128):
+            t = nl.load(a[i * 128 : (i + 1) * 128, :])
+            nl.store(out[i * 128 : (i + 1) * 128, :], nl.add(t, fixed))
+        return out
+
+    a = np.ones((512, 64), np.float32)
+    inst = _traced(pinned, a)
+    assert _addresses(inst, "fixed") == [(0, 0)]
+    assert all(addr[1] >= 64 * 4 for addr in _addresses(inst, "load") + _addresses(inst, "add"))
+    assert np.all(nki.simulate(pinned)(a) == 4.0)
