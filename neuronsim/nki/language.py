@@ -25,6 +25,7 @@ from neuronsim.errors import (
 from neuronsim.nki import isa as _isa
 from neuronsim.nki import types as _types
 from neuronsim.nki.allocate import SBUF_ALIGN_BYTES
+from neuronsim.nki.isa.vector import _reduce_axes
 from neuronsim.nki.tracing import NkiTensor, active_trace, caller_location, current_trace, loop
 from neuronsim.nki.types import DynSlice, MemoryRegion, NkiDtype, region_of, to_sim_dtype
 from neuronsim.options import current as current_options
@@ -643,7 +644,7 @@ def _reduced_shape(x: NkiTensor, axes, keepdims: bool) -> tuple[int, ...]:
 
 
 def _reduce(x, op: AluOp, axis, dtype, keepdims: bool, tag: str, negate: bool = False) -> NkiTensor:
-    axes = _isa._reduce_axes(tag, x, axis)
+    axes = _reduce_axes(tag, x, axis)
     out = _new_tile(_reduced_shape(x, axes, keepdims), x.dtype if dtype is None else dtype, tag)
     _isa.tensor_reduce(out, op, x, axes, negate=negate)
     return out
@@ -683,7 +684,7 @@ def mean(x, axis, dtype=None, keepdims=False):
 
 
 def _all_free(fn: str, x: NkiTensor, axis) -> None:
-    axes = _isa._reduce_axes(fn, x, axis)
+    axes = _reduce_axes(fn, x, axis)
     if axes[0] != 1:
         raise UnsupportedError(
             f"nl.{fn} over axis={axis} of {x.shape}: only reductions over all free dims are simulated",

@@ -1,0 +1,97 @@
+"""``nki.isa``: every IR instruction as its NKI 0.6 call (``dst`` first, documented names/defaults).
+
+Each call checks what NKI checks at trace time — operand memories, partition and free-size limits,
+shapes, dtypes — and records one instruction (a few calls record two, as their docs say) with the
+``file:line`` of the kernel line. Errors are ``neuronsim.errors`` types naming the tile, its size,
+the limit and that line. ``accumulate=None`` on ``nc_matmul`` is inferred as on hardware: the first
+write to a PSUM location overwrites and later matmuls onto it accumulate, until something other
+than TensorE reads it (the accumulation group is evicted).
+"""
+
+from neuronsim.errors import ConstraintError as NkiValidationError
+from neuronsim.nki.isa import misc as _misc
+from neuronsim.nki.isa.common import act_func, alu_op, emit
+from neuronsim.nki.isa.dma import dma_copy, dma_transpose
+from neuronsim.nki.isa.enums import (
+    dge_mode,
+    dma_engine,
+    engine,
+    gpsimd_engine,
+    matmul_perf_mode,
+    nc_version,
+    oob_mode,
+    reduce_cmd,
+    scalar_engine,
+    tensor_engine,
+    unknown_engine,
+    vector_engine,
+)
+from neuronsim.nki.isa.gpsimd import affine_select, iota, tensor_partition_reduce
+from neuronsim.nki.isa.misc import core_barrier, get_nc_version
+from neuronsim.nki.isa.scalar import activation, activation_reduce
+from neuronsim.nki.isa.tensor import nc_matmul, nc_transpose
+from neuronsim.nki.isa.vector import (
+    bn_aggr,
+    bn_stats,
+    max8,
+    memset,
+    nc_find_index8,
+    reciprocal,
+    scalar_tensor_tensor,
+    select_reduce,
+    tensor_copy,
+    tensor_copy_predicated,
+    tensor_reduce,
+    tensor_scalar,
+    tensor_scalar_reduce,
+    tensor_tensor,
+    tensor_tensor_scan,
+)
+
+globals().update({_name: getattr(_misc, _name) for _name in _misc.NOT_SIMULATED})  # raise UnsupportedError
+
+__all__ = [
+    "NkiValidationError",
+    "activation",
+    "activation_reduce",
+    "act_func",
+    "affine_select",
+    "alu_op",
+    "bn_aggr",
+    "bn_stats",
+    "core_barrier",
+    "dge_mode",
+    "dma_copy",
+    "dma_engine",
+    "dma_transpose",
+    "emit",
+    "engine",
+    "get_nc_version",
+    "gpsimd_engine",
+    "iota",
+    "matmul_perf_mode",
+    "max8",
+    "memset",
+    "nc_find_index8",
+    "nc_matmul",
+    "nc_transpose",
+    "nc_version",
+    "oob_mode",
+    "reciprocal",
+    "reduce_cmd",
+    "scalar_engine",
+    "scalar_tensor_tensor",
+    "select_reduce",
+    "tensor_copy",
+    "tensor_copy_predicated",
+    "tensor_engine",
+    "tensor_partition_reduce",
+    "tensor_reduce",
+    "tensor_scalar",
+    "tensor_scalar_reduce",
+    "tensor_tensor",
+    "tensor_tensor_scan",
+    "unknown_engine",
+    "vector_engine",
+    *_misc.NOT_SIMULATED,
+]

@@ -1,0 +1,251 @@
+"""What every ``nki.isa`` call shares: operator names, checks, and recording an instruction."""
+
+from __future__ import annotations
+
+from neuronsim.errors import ConstraintError, EngineAccessError, UnsupportedError
+from neuronsim.nki.isa.enums import (
+    _ENGINES,
+    _UNKNOWN,
+    engine,
+)
+from neuronsim.nki.tracing import NkiTensor, caller_location, current_trace
+from neuronsim.nki.tracing import _state as _tracing_state
+from neuronsim.sim.dtypes import DType
+from neuronsim.sim.ir import ActFunc, AluOp, Engine, Memory, Opcode
+from neuronsim.sim.validate import ENGINE_READS, ENGINE_WRITES
+
+# ---------------------------------------------------------------- operators by name
+
+_ALU_NAMES = {op.name: op for op in AluOp}
+_ALU_NAMES.update(
+    {
+        "max": AluOp.maximum,
+        "min": AluOp.minimum,
+        "amax": AluOp.maximum,
+        "amin": AluOp.minimum,
+        "sub": AluOp.subtract,
+        "mul": AluOp.multiply,
+        "mult": AluOp.multiply,
+        "true_divide": AluOp.divide,
+        "bitwise_not": AluOp.invert,
+        "fmod": AluOp.mod,
+        "remainder": AluOp.mod,
+        "sum": AluOp.add,
+        "average": AluOp.add,
+        "mean": AluOp.add,
+    }
+)
+_ACT_NAMES = {f.name: f for f in ActFunc}
+_ACT_NAMES.update(
+    {"exponential": ActFunc.exp, "gelu_apprx_tanh": ActFunc.gelu_apprx_tanh, "absolute": ActFunc.abs}
+)
+
+
+_ALU_MEMO: dict = {}
+_ACT_MEMO: dict = {}
+_INT32 = frozenset({DType.int32, DType.uint32})
+
+
+def alu_op(op, what: str = "op") -> AluOp:
+    """An ALU operator from ``nl.add``, ``np.add``, ``"add"`` or an AluOp."""
+    try:
+        return _ALU_MEMO[op]
+    except (KeyError, TypeError):
+        pass
+    if isinstance(op, AluOp):
+        return op
+    name = op if isinstance(op, str) else getattr(op, "__name__", None)
+    hit = _ALU_NAMES.get(name)
+    if hit is not None:
+        try:
+            _ALU_MEMO[op] = hit
+        except TypeError:
+            pass
+    if hit is None:
+        raise UnsupportedError(
+            f"{what}={op!r} is not an ALU operator of nki.language", location=caller_location()
+        )
+    return hit
+
+
+def act_func(op) -> ActFunc:
+    """An activation function from ``nl.exp``, ``np.exp``, ``"exp"`` or an ActFunc."""
+    try:
+        return _ACT_MEMO[op]
+    except (KeyError, TypeError):
+        pass
+    if isinstance(op, ActFunc):
+        return op
+    name = op if isinstance(op, str) else getattr(op, "__name__", None)
+    hit = _ACT_NAMES.get(name)
+    if hit is not None:
+        try:
+            _ACT_MEMO[op] = hit
+        except TypeError:
+            pass
+    if hit is None:
+        raise UnsupportedError(
+            f"op={op!r} is not an activation function the simulator implements "
+            f"({', '.join(sorted(_ACT_NAMES))})",
+            location=caller_location(),
+        )
+    return hit
+
+
+# ---------------------------------------------------------------- recording
+
+
+def _tile(x, role: str, fn: str) -> NkiTensor:
+    if not isinstance(x, NkiTensor):
+        raise TypeError(f"nisa.{fn}: {role} must be an NKI tensor, got {type(x).__name__}")
+    return x
+
+
+def _is_tile(x) -> bool:
+    return isinstance(x, NkiTensor)
+
+
+def _describe(v: NkiTensor) -> str:
+    dims = "x".join(map(str, v.shape))
+    return f"{v.buf.memory.name} tile '{v.buf.name}' [{dims}] {v.dtype}"
+
+
+def _box(v: NkiTensor) -> tuple[int, int, int, int]:
+    pat = v.ap_pattern()
+    row0, col0 = divmod(v.offset, v.buf.free_size)
+    lo = hi = 0
+    for s, n in pat[1:]:
+        r = s * (n - 1)
+        lo += min(0, r)
+        hi += max(0, r)
+    return row0, row0 + pat[0][1], col0 + lo, col0 + hi + 1
+
+
+def _overlaps(a, b) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def emit(
+    fn: str,
+    opcode: Opcode,
+    eng: Engine,
+    dst: NkiTensor | None,
+    srcs=(),
+    imm=None,
+    *,
+    name=None,
+    dst2: NkiTensor | None = None,
+    queue: int = 0,
+    roles=None,
+) -> int:
+    """Check engine/memory access, update liveness and PSUM accumulation state, record the instruction."""
+    try:
+        trace = _tracing_state.trace
+    except AttributeError:
+        trace = current_trace()
+    records = trace.records
+    idx = len(records)
+    location = caller_location()
+    reads = ENGINE_READS[eng]
+    hbm = Memory.HBM
+    for v in srcs:
+        b = v.buf
+        mem = b.memory
+        if mem not in reads:
+            _access_error(fn, eng, v, srcs, roles, location, reads, "read")
+        if mem is not hbm:
+            root = b.alias_of or b
+            if root.first < 0:
+                root.first = idx
+            root.last = idx
+            boxes = b.acc_boxes
+            if boxes:  # a PSUM read ends the accumulation groups it overlaps
+                box = _box(v)
+                b.acc_boxes = [a for a in boxes if not _overlaps(a, box)]
+    if dst is not None:
+        _write(fn, eng, dst, idx, location, opcode)
+    if dst2 is not None:
+        _write(fn, eng, dst2, idx, location, opcode)
+    records.append((opcode, eng, dst, tuple(srcs), {} if imm is None else imm, location, name, queue, dst2))
+    return idx
+
+
+def _write(fn: str, eng: Engine, v: NkiTensor, idx: int, location, opcode) -> None:
+    b = v.buf
+    if b.memory not in ENGINE_WRITES[eng]:
+        writes = ENGINE_WRITES[eng]
+        raise EngineAccessError(
+            f"nisa.{fn}: the {eng.name.lower()} engine cannot write {b.memory.name}; the destination is "
+            f"{_describe(v)} (it writes {', '.join(sorted(m.name for m in writes))})",
+            instruction=f"nisa.{fn}",
+            location=location,
+        )
+    root = b.alias_of or b
+    root.written = True
+    if b.memory is not Memory.HBM:
+        if root.first < 0:
+            root.first = idx
+        root.last = idx
+        if b.acc_boxes is not None and opcode is not Opcode.NC_MATMUL:
+            b.acc_boxes.append(_box(v))
+
+
+def _access_error(fn, eng, v, srcs, roles, location, reads, verb):
+    pos = next(i for i, s in enumerate(srcs) if s is v)
+    role = roles[pos] if roles else "src"
+    raise EngineAccessError(
+        f"nisa.{fn}: the {eng.name.lower()} engine cannot {verb} {v.buf.memory.name}; "
+        f"{role} is {_describe(v)} "
+        f"(it reads {', '.join(sorted(m.name for m in reads))})",
+        instruction=f"nisa.{fn}",
+        location=location,
+    )
+
+
+def _engine(value, fn: str, allowed: tuple[Engine, ...], default: Engine) -> Engine:
+    if value is _UNKNOWN or value is None or value == "unknown":
+        return default
+    if isinstance(value, str):
+        value = engine(value)
+    eng = _ENGINES.get(value)
+    if eng not in allowed:
+        raise ConstraintError(
+            f"nisa.{fn} cannot run on engine={value}; allowed: {', '.join(e.name.lower() for e in allowed)}",
+            location=caller_location(),
+        )
+    return eng
+
+
+def _fail(fn: str, what: str, cls=ConstraintError):
+    return cls(f"nisa.{fn}: {what}", instruction=f"nisa.{fn}", location=caller_location())
+
+
+def _check_partitions(fn: str, *views: tuple[str, NkiTensor]) -> None:
+    limit = current_trace().chip.partitions
+    for role, v in views:
+        if v.partitions > limit:
+            raise _fail(
+                fn,
+                f"{role} {_describe(v)} spans {v.partitions} partitions; the limit is {limit} "
+                f"(nl.tile_size.pmax)",
+            )
+
+
+def _same_shape(fn: str, a: NkiTensor, b: NkiTensor, ra: str, rb: str) -> None:
+    if a.partitions != b.partitions or a.free_size != b.free_size:
+        raise _fail(
+            fn,
+            f"{ra} is {a.partitions}x{a.free_size} (partitions x free elements) but {rb} is "
+            f"{b.partitions}x{b.free_size}; {ra} = {_describe(a)}, {rb} = {_describe(b)}",
+        )
+
+
+def _scalar_or_vector(fn: str, x, data: NkiTensor, role: str):
+    """(float immediate, tile or None) for an operand that is a constant or a [P, 1] tile."""
+    if x is None:
+        return 0.0, None
+    if _is_tile(x):
+        if x.partitions != data.partitions or x.free_size != 1:
+            raise _fail(fn, f"{role} must be a scalar or a [{data.partitions}, 1] tile; got {_describe(x)}")
+        return 0.0, x
+    return float(x), None

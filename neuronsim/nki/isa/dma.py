@@ -1,0 +1,77 @@
+"""DMA: ``dma_copy`` and ``dma_transpose``."""
+
+from __future__ import annotations
+
+from neuronsim.errors import EngineAccessError, UnsupportedError
+from neuronsim.nki.isa.common import (
+    _describe,
+    _fail,
+    _tile,
+    emit,
+)
+from neuronsim.nki.isa.enums import (
+    dge_mode,
+    engine,
+    oob_mode,
+)
+from neuronsim.nki.tracing import NkiTensor, current_trace
+from neuronsim.sim.ir import Engine, Memory, Opcode
+
+
+def _check_dma(fn: str, dst: NkiTensor, src: NkiTensor) -> None:
+    psum = Memory.PSUM
+    if dst.buf.memory is not psum and src.buf.memory is not psum and dst.size == src.size:
+        return
+    for role, v in (("dst", dst), ("src", src)):
+        if v.buf.memory is psum:
+            raise _fail(
+                fn,
+                f"DMA engines cannot access PSUM; {role} is {_describe(v)} (copy it to SBUF with "
+                f"nisa.tensor_copy first)",
+                EngineAccessError,
+            )
+    raise _fail(
+        fn,
+        f"src {_describe(src)} has {src.size} elements but dst {_describe(dst)} has {dst.size}; "
+        f"element counts must match",
+    )
+
+
+def dma_copy(
+    dst,
+    src,
+    priority=None,
+    oob_mode=oob_mode.error,
+    dge_mode=dge_mode.unknown,
+    engine=engine.unknown,
+    name=None,
+):
+    """Copy ``src`` to ``dst`` (HBM/SBUF <-> HBM/SBUF) on the DMA engines (casts through fp32)."""
+    fn = "dma_copy"
+    if type(dst) is not NkiTensor or type(src) is not NkiTensor:
+        dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
+    _check_dma(fn, dst, src)
+    emit(fn, Opcode.DMA_COPY, Engine.DMA, dst, (src,), {}, name=name, queue=current_trace().next_dma_queue())
+
+
+def dma_transpose(
+    dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None
+):
+    """2-D transpose ``src`` [A, B] (HBM or SBUF) into ``dst`` [B, A] in SBUF with the DMA engines."""
+    fn = "dma_transpose"
+    dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
+    if axes not in (None, (1, 0), [1, 0]):
+        raise _fail(fn, f"axes={axes} is not simulated; only 2-D (1, 0) transposes are", UnsupportedError)
+    _check_dma(fn, dst, src)
+    if dst.memory is not Memory.SBUF:
+        raise _fail(fn, f"dst must be in SBUF; got {_describe(dst)}", EngineAccessError)
+    emit(
+        fn,
+        Opcode.DMA_TRANSPOSE,
+        Engine.DMA,
+        dst,
+        (src,),
+        {},
+        name=name,
+        queue=current_trace().next_dma_queue(),
+    )

@@ -1,0 +1,71 @@
+"""Multi-core synchronization, the target version, and the calls that are not simulated."""
+
+from __future__ import annotations
+
+from neuronsim.errors import UnsupportedError
+from neuronsim.nki.isa.common import (
+    _fail,
+)
+from neuronsim.nki.isa.enums import (
+    engine,
+    nc_version,
+)
+from neuronsim.nki.tracing import caller_location, current_trace
+
+
+def core_barrier(data, cores, engine=engine.gpsimd, name=None):
+    """Synchronize the cores of an LNC=2 launch: every core finishes what came before before any goes on."""
+    trace = current_trace()
+    if tuple(cores) != (0, 1):
+        raise _fail("core_barrier", f"cores={cores}; only (0, 1) is supported")
+    trace.barriers.append(len(trace.records))
+
+
+def get_nc_version():
+    """The nc_version of the chip being traced for (gen3 = trn2, gen4 = trn3)."""
+    return nc_version(current_trace().chip.nki_target)
+
+
+def _unsupported(fn: str):
+    def call(*args, **kwargs):
+        raise UnsupportedError(
+            f"nisa.{fn} is not simulated by neuronsim (it has no instruction in the IR, docs/ir.md)",
+            instruction=f"nisa.{fn}",
+            location=caller_location(),
+        )
+
+    call.__name__ = fn
+    call.__qualname__ = fn
+    call.__doc__ = f"Not simulated: raises UnsupportedError (``nisa.{fn}`` has no IR instruction)."
+    return call
+
+
+NOT_SIMULATED = (
+    "nc_matmul_mx",
+    "activate2",
+    "tensor_scalar_cumulative",
+    "local_gather",
+    "nc_n_gather",
+    "nc_stream_shuffle",
+    "rng",
+    "dropout",
+    "set_rng_seed",
+    "rand_set_state",
+    "rand_get_state",
+    "rand2",
+    "exponential",
+    "sequence_bounds",
+    "dma_compute",
+    "quantize_mx",
+    "range_select",
+    "sendrecv",
+    "register_alloc",
+    "register_move",
+    "register_load",
+    "register_store",
+    "nc_match_replace8",
+    "nonzero_with_count",
+)
+for _fn in NOT_SIMULATED:
+    globals()[_fn] = _unsupported(_fn)
+del _fn

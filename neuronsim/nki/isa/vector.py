@@ -1,0 +1,354 @@
+"""VectorE (and the element-wise calls that may run on ScalarE or GpSimd)."""
+
+from __future__ import annotations
+
+import math
+
+from neuronsim.errors import DtypeError, UnsupportedError
+from neuronsim.nki.isa.common import (
+    _INT32,
+    _describe,
+    _engine,
+    _fail,
+    _is_tile,
+    _same_shape,
+    _scalar_or_vector,
+    _tile,
+    alu_op,
+    emit,
+)
+from neuronsim.nki.isa.enums import (
+    _RC,
+    _UNKNOWN,
+    engine,
+    reduce_cmd,
+)
+from neuronsim.nki.tracing import NkiTensor, current_trace
+from neuronsim.sim.dtypes import DType
+from neuronsim.sim.ir import AluOp, Engine, Memory, Opcode
+
+
+def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
+    """Element-wise ``dst = data1 op data2`` on VectorE or GpSimd."""
+    fn = "tensor_tensor"
+    dst, data1, data2 = _tile(dst, "dst", fn), _tile(data1, "data1", fn), _tile(data2, "data2", fn)
+    alu = alu_op(op)
+    _same_shape(fn, data1, data2, "data1", "data2")
+    _same_shape(fn, dst, data1, "dst", "data1")
+    if data1.memory is Memory.PSUM and data2.memory is Memory.PSUM:
+        raise _fail(fn, f"data1 and data2 cannot both be in PSUM ({_describe(data1)}, {_describe(data2)})")
+    default = Engine.VECTOR
+    if alu is AluOp.power or (
+        dst.buf.dtype in _INT32 and data1.buf.dtype in _INT32 and data2.buf.dtype in _INT32
+    ):  # GpSimd computes power and exact 32-bit integer arithmetic, but cannot reach PSUM
+        psum = Memory.PSUM
+        if dst.buf.memory is not psum and data1.buf.memory is not psum and data2.buf.memory is not psum:
+            default = Engine.GPSIMD
+    eng = default if engine is _UNKNOWN else _engine(engine, fn, (Engine.VECTOR, Engine.GPSIMD), default)
+    emit(fn, Opcode.TENSOR_TENSOR, eng, dst, (data1, data2), {"op": alu}, name=name, roles=("data1", "data2"))
+
+
+def tensor_scalar(
+    dst,
+    data,
+    op0,
+    operand0,
+    reverse0=False,
+    op1=None,
+    operand1=None,
+    reverse1=False,
+    engine=engine.unknown,
+    name=None,
+):
+    """``dst = (data op0 operand0) op1 operand1``, scalar or [P, 1] operands (VectorE/ScalarE/GpSimd)."""
+    fn = "tensor_scalar"
+    dst, data = _tile(dst, "dst", fn), _tile(data, "data", fn)
+    _same_shape(fn, dst, data, "dst", "data")
+    a0 = alu_op(op0, "op0")
+    v0, t0 = _scalar_or_vector(fn, operand0, data, "operand0")
+    srcs, roles = [data], ["data"]
+    if t0 is not None:
+        srcs.append(t0)
+        roles.append("operand0")
+    imm = {
+        "op0": a0,
+        "operand0": v0,
+        "reverse0": bool(reverse0),
+        "op1": None,
+        "operand1": 0.0,
+        "reverse1": bool(reverse1),
+        "operand0_is_tile": t0 is not None,
+        "operand1_is_tile": False,
+    }
+    if op1 is not None:
+        imm["op1"] = alu_op(op1, "op1")
+        v1, t1 = _scalar_or_vector(fn, operand1, data, "operand1")
+        imm["operand1"] = v1
+        imm["operand1_is_tile"] = t1 is not None
+        if t1 is not None:
+            srcs.append(t1)
+            roles.append("operand1")
+    eng = _engine(engine, fn, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), Engine.VECTOR)
+    emit(fn, Opcode.TENSOR_SCALAR, eng, dst, srcs, imm, name=name, roles=roles)
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
+    """``dst = (data op0 operand0) op1 operand1`` with operand1 a tile like data, on VectorE."""
+    fn = "scalar_tensor_tensor"
+    dst, data, operand1 = _tile(dst, "dst", fn), _tile(data, "data", fn), _tile(operand1, "operand1", fn)
+    _same_shape(fn, dst, data, "dst", "data")
+    _same_shape(fn, operand1, data, "operand1", "data")
+    if data.memory is Memory.PSUM and operand1.memory is Memory.PSUM:
+        raise _fail(fn, "data and operand1 cannot both be in PSUM")
+    v0, t0 = _scalar_or_vector(fn, operand0, data, "operand0")
+    srcs, roles = [data], ["data"]
+    if t0 is not None:
+        srcs.append(t0)
+        roles.append("operand0")
+    srcs.append(operand1)
+    roles.append("operand1")
+    imm = {
+        "op0": alu_op(op0, "op0"),
+        "operand0": v0,
+        "operand0_is_tile": t0 is not None,
+        "op1": alu_op(op1, "op1"),
+    }
+    if reverse0:
+        imm["reverse0"] = True
+    if reverse1:
+        imm["reverse1"] = True
+    emit(fn, Opcode.SCALAR_TENSOR_TENSOR, Engine.VECTOR, dst, srcs, imm, name=name, roles=roles)
+
+
+def tensor_copy(dst, src, engine=engine.unknown, name=None):
+    """Copy ``src`` into ``dst`` (same partitions and elements per partition) on VectorE/ScalarE/GpSimd."""
+    fn = "tensor_copy"
+    dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
+    _same_shape(fn, dst, src, "dst", "src")
+    eng = _engine(engine, fn, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), Engine.VECTOR)
+    emit(fn, Opcode.TENSOR_COPY, eng, dst, (src,), {}, name=name)
+
+
+def memset(dst, value, engine=engine.unknown, name=None):
+    """Fill ``dst`` with the constant ``value`` on VectorE or GpSimd."""
+    fn = "memset"
+    dst = _tile(dst, "dst", fn)
+    eng = _engine(engine, fn, (Engine.VECTOR, Engine.GPSIMD), Engine.VECTOR)
+    emit(fn, Opcode.MEMSET, eng, dst, (), {"value": float(value)}, name=name)
+
+
+def reciprocal(dst, data, name=None):
+    """``dst = 1 / data`` on VectorE."""
+    fn = "reciprocal"
+    dst, data = _tile(dst, "dst", fn), _tile(data, "data", fn)
+    _same_shape(fn, dst, data, "dst", "data")
+    imm = {
+        "op0": AluOp.reciprocal,
+        "operand0": 0.0,
+        "reverse0": False,
+        "op1": None,
+        "operand1": 0.0,
+        "reverse1": False,
+        "operand0_is_tile": False,
+        "operand1_is_tile": False,
+    }
+    emit(fn, Opcode.TENSOR_SCALAR, Engine.VECTOR, dst, (data,), imm, name=name, roles=("data",))
+
+
+def _reduce_axes(fn: str, data: NkiTensor, axis) -> tuple[int, ...]:
+    axes = (axis,) if isinstance(axis, int) else tuple(int(a) for a in axis)
+    nd = len(data.shape)
+    axes = tuple(sorted(a + nd if a < 0 else a for a in axes))
+    free_start = 1 if data.on_chip and data.ppair is None else 0
+    if not axes or axes[0] < max(free_start, 1) or axes != tuple(range(axes[0], nd)):
+        raise _fail(
+            fn,
+            f"axis={axis} must be the last contiguous free dimension(s) of {_describe(data)} "
+            f"(e.g. {tuple(range(max(1, nd - 1), nd))}); the partition dimension cannot be reduced",
+        )
+    return axes
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    """Reduce the trailing free ``axis`` dims of ``data`` with ``op`` on VectorE."""
+    fn = "tensor_reduce"
+    dst, data = _tile(dst, "dst", fn), _tile(data, "data", fn)
+    axes = _reduce_axes(fn, data, axis)
+    kept = math.prod(data.shape[1 : axes[0]]) if data.ppair is None else math.prod(data.shape[: axes[0]])
+    if dst.partitions != data.partitions or dst.free_size != kept:
+        raise _fail(
+            fn,
+            f"dst {_describe(dst)} must have {data.partitions} partitions and {kept} elements per "
+            f"partition after reducing axes {axes} of {_describe(data)}",
+        )
+    if len(data.ap_pattern()) - 1 != len(data.shape) - (1 if data.ppair is None and data.on_chip else 0):
+        raise _fail(fn, f"{_describe(data)} has too many free dims to reduce", UnsupportedError)
+    imm = {"op": alu_op(op), "num_axes": len(axes), "negate": bool(negate)}
+    emit(fn, Opcode.TENSOR_REDUCE, Engine.VECTOR, dst, (data,), imm, name=name, roles=("data",))
+
+
+def tensor_scalar_reduce(
+    dst,
+    data,
+    op0,
+    operand0,
+    reduce_op,
+    reduce_res,
+    reverse0=False,
+    reduce_cmd=reduce_cmd.reset_reduce,
+    reduce_init=None,
+    name=None,
+):
+    """``tensor_scalar`` with one operator, then its result reduced along the free dims (two instructions)."""
+    if reduce_cmd not in (_RC.reset_reduce, "reset_reduce"):
+        raise _fail(
+            "tensor_scalar_reduce",
+            f"reduce_cmd={reduce_cmd} is not simulated; use reset_reduce",
+            UnsupportedError,
+        )
+    tensor_scalar(dst, data, op0, operand0, reverse0=reverse0, name=name)
+    flat = dst.reshape((dst.shape[0], dst.free_size)) if dst.is_contiguous() and dst.ppair is None else dst
+    tensor_reduce(reduce_res, reduce_op, flat, axis=tuple(range(1, len(flat.shape))), name=name)
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
+    """Scan along the free dim: ``dst[:, i] = (data0[:, i] op0 dst[:, i-1]) op1 data1[:, i]`` on VectorE."""
+    fn = "tensor_tensor_scan"
+    dst, data0, data1 = _tile(dst, "dst", fn), _tile(data0, "data0", fn), _tile(data1, "data1", fn)
+    if reverse0 or reverse1:
+        raise _fail(fn, "reverse0/reverse1 are not simulated", UnsupportedError)
+    _same_shape(fn, data0, data1, "data0", "data1")
+    _same_shape(fn, dst, data0, "dst", "data0")
+    v, t = _scalar_or_vector(fn, initial, data0, "initial")
+    srcs, roles = [data0, data1], ["data0", "data1"]
+    if t is not None:
+        srcs.append(t)
+        roles.append("initial")
+    imm = {
+        "op0": alu_op(op0, "op0"),
+        "op1": alu_op(op1, "op1"),
+        "initial": v,
+        "initial_is_tile": t is not None,
+    }
+    emit(fn, Opcode.TENSOR_TENSOR_SCAN, Engine.VECTOR, dst, srcs, imm, name=name, roles=roles)
+
+
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
+    """Copy ``src`` into ``dst`` where ``predicate`` is true (false with ``reverse_pred``), on VectorE."""
+    fn = "tensor_copy_predicated"
+    dst, predicate = _tile(dst, "dst", fn), _tile(predicate, "predicate", fn)
+    if predicate.buf.dtype not in (DType.uint8, DType.uint16, DType.uint32, DType.bool_):
+        raise _fail(fn, f"predicate must be uint8/uint16/uint32; got {_describe(predicate)}", DtypeError)
+    if not _is_tile(src):
+        from neuronsim.nki import language
+
+        src = language.full(dst.shape, float(src), dtype=dst.dtype)
+    _same_shape(fn, dst, src, "dst", "src")
+    _same_shape(fn, dst, predicate, "dst", "predicate")
+    emit(
+        fn,
+        Opcode.TENSOR_COPY_PREDICATED,
+        Engine.VECTOR,
+        dst,
+        (src, predicate),
+        {"reverse_pred": bool(reverse_pred)},
+        name=name,
+        roles=("src", "predicate"),
+    )
+
+
+def _broadcast_operand(value, like: NkiTensor, dtype) -> NkiTensor:
+    """A view shaped like ``like`` of a scalar or [P, 1] operand (step-0 free dims)."""
+    from neuronsim.nki import language
+
+    if not _is_tile(value):
+        value = language.full((like.partitions, 1), float(value), dtype=dtype)
+    col = value.reshape((value.shape[0], 1)) if value.free_size == 1 and value.ppair is None else value
+    return NkiTensor(col.buf, col.offset, (col.dims[0],) + tuple((0, n) for n in like.shape[1:]))
+
+
+def select_reduce(
+    dst,
+    predicate,
+    on_true,
+    on_false,
+    reduce_res=None,
+    reduce_cmd=reduce_cmd.idle,
+    reduce_op=AluOp.maximum,
+    reverse_pred=False,
+    name=None,
+):
+    """``dst = where(predicate, on_true, on_false)`` on VectorE, with an optional max into ``reduce_res``."""
+    fn = "select_reduce"
+    dst, predicate, on_true = (
+        _tile(dst, "dst", fn),
+        _tile(predicate, "predicate", fn),
+        _tile(on_true, "on_true", fn),
+    )
+    _same_shape(fn, dst, on_true, "dst", "on_true")
+    _same_shape(fn, dst, predicate, "dst", "predicate")
+    if _is_tile(on_false) and on_false.free_size == on_true.free_size:
+        other = on_false
+    else:
+        other = _broadcast_operand(on_false, on_true, DType.float32)
+    a, b = (other, on_true) if reverse_pred else (on_true, other)
+    emit(
+        fn,
+        Opcode.SELECT,
+        Engine.VECTOR,
+        dst,
+        (predicate, a, b),
+        {},
+        name=name,
+        roles=("predicate", "on_true", "on_false"),
+    )
+    if reduce_res is not None:
+        flat = dst.reshape((dst.shape[0], dst.free_size)) if dst.is_contiguous() else dst
+        tensor_reduce(reduce_res, reduce_op, flat, axis=tuple(range(1, len(flat.shape))), name=name)
+
+
+def bn_stats(dst, data, name=None):
+    """Per-partition mean/variance statistics of ``data`` (<= 512 elements) into ``dst`` [P, 6] (VectorE)."""
+    fn = "bn_stats"
+    dst, data = _tile(dst, "dst", fn), _tile(data, "data", fn)
+    limit = current_trace().chip.bn_stats_free_max
+    if data.free_size > limit:
+        raise _fail(
+            fn,
+            f"data {_describe(data)} has {data.free_size} elements per partition; the limit is {limit} "
+            f"(nl.tile_size.bn_stats_fmax)",
+        )
+    if dst.partitions != data.partitions or dst.free_size != 6:
+        raise _fail(fn, f"dst must be [{data.partitions}, 6]; got {_describe(dst)}")
+    emit(fn, Opcode.BN_STATS, Engine.VECTOR, dst, (data,), {}, name=name, roles=("data",))
+
+
+def bn_aggr(dst, data, name=None):
+    """Aggregate ``bn_stats`` outputs into ``dst`` [P, 2] = (mean, variance), on VectorE."""
+    fn = "bn_aggr"
+    dst, data = _tile(dst, "dst", fn), _tile(data, "data", fn)
+    if data.free_size % 6 and data.free_size % 3:
+        raise _fail(fn, f"data {_describe(data)} must hold bn_stats results (a multiple of 6 per partition)")
+    if dst.partitions != data.partitions or dst.free_size != 2:
+        raise _fail(fn, f"dst must be [{data.partitions}, 2]; got {_describe(dst)}")
+    emit(fn, Opcode.BN_AGGR, Engine.VECTOR, dst, (data,), {}, name=name, roles=("data",))
+
+
+def max8(dst, src, name=None):
+    """The 8 largest values of each partition of ``src``, descending, into ``dst`` [P, 8] (VectorE)."""
+    fn = "max8"
+    dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
+    if not 8 <= src.free_size <= 16384:
+        raise _fail(fn, f"src {_describe(src)} must have 8 to 16384 elements per partition")
+    if dst.partitions != src.partitions or dst.free_size != 8:
+        raise _fail(fn, f"dst must be [{src.partitions}, 8]; got {_describe(dst)}")
+    emit(fn, Opcode.MAX8, Engine.VECTOR, dst, (src,), {}, name=name)
+
+
+def nc_find_index8(dst, data, vals, name=None):
+    """Index of the first occurrence of each of the 8 ``vals`` in each partition of ``data`` (VectorE)."""
+    fn = "nc_find_index8"
+    dst, data, vals = _tile(dst, "dst", fn), _tile(data, "data", fn), _tile(vals, "vals", fn)
+    if vals.free_size != 8 or dst.free_size != 8:
+        raise _fail(fn, f"vals and dst need 8 elements per partition ({_describe(vals)}, {_describe(dst)})")
+    emit(fn, Opcode.NC_FIND_INDEX8, Engine.VECTOR, dst, (data, vals), {}, name=name, roles=("data", "vals"))
