@@ -11,6 +11,7 @@ cache). Each kernel is traced ``--repeats`` times with a fresh cache and the bes
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from pathlib import Path
@@ -44,6 +45,7 @@ def trace_rate(kernel, args, repeats: int) -> tuple[int, float]:
     n = 0
     for _ in range(repeats):
         fresh = nki.jit(kernel.fn)
+        gc.collect()  # start each repeat without the previous one's garbage
         t0 = time.perf_counter()
         traced = fresh.specialize(args)
         best = min(best, time.perf_counter() - t0)

@@ -106,11 +106,11 @@ class Kernel:
             self._signature = None
         code = getattr(fn, "__code__", None)
         self.location = f"{code.co_filename}:{code.co_firstlineno}" if code else None
-        self._root = self
+        self._parent: Kernel | None = None  # the kernel a grid view (kernel[2]) was made from
 
     def __getitem__(self, grid) -> Kernel:
         k = Kernel(self.fn, _grid(grid), self.options, self._cache, self._lock)
-        k._root = self._root
+        k._parent = self._parent or self
         return k
 
     def __call__(self, *args, **kwargs):
@@ -127,7 +127,7 @@ class Kernel:
     @property
     def traces(self) -> int:
         """How many times this kernel (any grid) has been traced."""
-        return self._root.trace_count
+        return (self._parent or self).trace_count
 
     def _bind(self, args, kwargs) -> inspect.BoundArguments | None:
         if self._signature is None:
@@ -159,7 +159,7 @@ class Kernel:
         traced = self._trace(items, bound, spec)
         with self._lock:
             self._cache[key] = traced
-            self._root.trace_count += 1
+            (self._parent or self).trace_count += 1
         return traced
 
     # ------------------------------------------------------------ tracing

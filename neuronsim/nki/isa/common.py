@@ -220,17 +220,6 @@ def _fail(fn: str, what: str, cls=ConstraintError):
     return cls(f"nisa.{fn}: {what}", instruction=f"nisa.{fn}", location=caller_location())
 
 
-def _check_partitions(fn: str, *views: tuple[str, NkiTensor]) -> None:
-    limit = current_trace().chip.partitions
-    for role, v in views:
-        if v.partitions > limit:
-            raise _fail(
-                fn,
-                f"{role} {_describe(v)} spans {v.partitions} partitions; the limit is {limit} "
-                f"(nl.tile_size.pmax)",
-            )
-
-
 def _same_shape(fn: str, a: NkiTensor, b: NkiTensor, ra: str, rb: str) -> None:
     if a.partitions != b.partitions or a.free_size != b.free_size:
         raise _fail(
