@@ -1,0 +1,34 @@
+"""Copies as HBM->HBM DMA: contiguous, transposes and permutes, broadcasts and float casts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import assert_matches_cpu
+
+
+def test_contiguous_of_transposes_and_permutes():
+    x = torch.randn(6, 50, 70)
+    d = x.to("neuron")
+    assert_matches_cpu(d.transpose(1, 2).contiguous(), x.transpose(1, 2).contiguous())
+    assert_matches_cpu(d.permute(2, 0, 1).contiguous(), x.permute(2, 0, 1).contiguous())
+    assert_matches_cpu(d[:, ::2, 3:].clone(), x[:, ::2, 3:].clone())
+    assert torch.neuron.get_fallback_ops() == []
+
+
+@pytest.mark.parametrize("src,dst", [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),
+                                     (torch.float32, torch.float16)])
+def test_float_casts_round_as_aten(src, dst):
+    x = (torch.randn(333, 77) * 100).to(src)
+    assert_matches_cpu(x.to("neuron").to(dst), x.to(dst), rtol=0, atol=0)
+    assert "aten::copy_" in torch.neuron.get_executed_ops()
+
+
+def test_copy_into_a_view_broadcasts_and_int_float_casts_fall_back():
+    d = torch.zeros(8, 16, device="neuron")
+    d[2:5].copy_(torch.arange(16.0).to("neuron"))
+    expected = torch.zeros(8, 16)
+    expected[2:5] = torch.arange(16.0)
+    assert torch.equal(d.cpu(), expected)
+    ints = torch.arange(5, dtype=torch.int32, device="neuron")
+    assert ints.float().cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
