@@ -631,8 +631,5 @@ def _activation_reduce_of_negative_zero() -> Program:
     return b.build()
 
 
-@pytest.mark.xfail(strict=True, reason="scalar.py: the Numba reduce sums from +0.0, the reference "
-                   "(np.add.accumulate) from the row's first element, so a row summing to -0.0 gives "
-                   "+0.0 vs -0.0 (found by this fuzzer; scalar.py's owner to fix)")
 def test_regression_activation_reduce_of_negative_zero():
     assert_executors_agree(_activation_reduce_of_negative_zero(), {"x": np.zeros((1, 2), np.float32)})

@@ -340,7 +340,7 @@ def _nb_activation(row, frow, bases):
     if reduce:
         sums = np.zeros((parts, 1), dtype=np.float32)
         for p in range(parts):
-            acc = np.float32(0.0)
+            acc = np.float32(-0.0)  # the additive identity: a lone -0.0 stays -0.0
             for j in range(n):
                 acc = np.float32(acc + y[p, j])
             sums[p, 0] = acc
