@@ -275,9 +275,11 @@ class NativeOp:
 
     def _build(self, args: tuple, kwargs: dict):
         plan = self.plan
-        if plan.kind not in (WrapperKind.FUNCTIONAL, WrapperKind.INPLACE) or len(plan.returns) != 1:
-            return _DECLINED
-        if plan.kind is WrapperKind.INPLACE and plan.returns[0] != (ReturnKind.WRITE, (0, "self")):
+        # Functional ops with any number of fresh results, and in-place ops returning ``self``.
+        if plan.kind is WrapperKind.FUNCTIONAL:
+            if not plan.returns or any(kind is not ReturnKind.FRESH for kind, _ in plan.returns):
+                return _DECLINED
+        elif plan.kind is not WrapperKind.INPLACE or plan.returns != ((ReturnKind.WRITE, (0, "self")),):
             return _DECLINED
         positions = _tensor_positions(self.op, args, kwargs)
         if positions is None:
