@@ -21,6 +21,9 @@ def enable_device_environment(chip: str, numerics: str) -> None:
     os.environ[env.NEURON_SIM] = "1"
     os.environ[env.NEURON_SIM_CHIP] = chip
     os.environ[env.NEURON_SIM_NUMERICS] = numerics
+    from neuronsim.nki_alias import install_alias
+
+    install_alias()
 
 
 def exit_code(exc: SystemExit) -> int:

@@ -43,3 +43,6 @@ def _autoload() -> None:
         )
         return
     registration.register()
+    from neuronsim.nki_alias import install_alias
+
+    install_alias()  # kernel files' `import nki` (lazy: costs nothing until it runs)

@@ -20,7 +20,7 @@ import torch or ``neuronsim.device``.
 """
 
 from neuronsim.nki import isa, language
-from neuronsim.nki._alias import install_alias, real_nki_installed
+from neuronsim.nki_alias import install_alias, real_nki_installed
 from neuronsim.nki.kernel import Kernel, TracedKernel, jit
 from neuronsim.nki.language import num_programs, program_id, program_ndim
 from neuronsim.nki.profile import Profile, TimelineEntry

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"The alias needs no real `nki` package installed; {env.NEURON_SIM}=1 is set for the script.")
         return 0 if argv else 2
     os.environ.setdefault(env.NEURON_SIM, "1")
-    from neuronsim.nki import install_alias
+    from neuronsim.nki_alias import install_alias
 
     install_alias(force=True)
     script = argv[0]

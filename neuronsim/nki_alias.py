@@ -1,0 +1,65 @@
+"""Making ``import nki`` resolve to ``neuronsim.nki`` when no real NKI is installed.
+
+:func:`install_alias` puts a finder on ``sys.meta_path`` that answers ``nki``, ``nki.language``
+and ``nki.isa`` with the neuronsim modules. It is lazy: the frontend (and with it the simulator
+and Numba) is imported only when a kernel file runs ``import nki``, so the callers can install it
+for free. Something has to call it before that import, and without a ``.pth`` file or
+``sitecustomize`` nothing runs at interpreter start-up; so the callers are ``python -m
+neuronsim.nki kernel.py``, ``neuronsim run``/``profile``, and the torch autoload of the emulated
+device (``NEURON_SIM=1`` + ``import torch``).
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import sys
+
+from neuronsim import env
+
+_SUBMODULES = ("language", "isa")
+
+
+def real_nki_installed() -> bool:
+    """True when an ``nki`` package other than this alias is importable."""
+    mod = sys.modules.get("nki")
+    if mod is not None:
+        return not getattr(mod, "__name__", "").startswith("neuronsim")
+    return importlib.machinery.PathFinder.find_spec("nki") is not None
+
+
+class _AliasFinder:
+    """Serves ``nki`` and its submodules from ``neuronsim.nki`` (the same module objects)."""
+
+    _TARGETS = {"nki": "neuronsim.nki", **{f"nki.{n}": f"neuronsim.nki.{n}" for n in _SUBMODULES}}
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self._TARGETS:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=fullname == "nki")
+
+    def create_module(self, spec):
+        return importlib.import_module(self._TARGETS[spec.name])
+
+    def exec_module(self, module):
+        pass  # already executed as the neuronsim module it is
+
+
+def alias_installed() -> bool:
+    return any(isinstance(f, _AliasFinder) for f in sys.meta_path)
+
+
+def install_alias(force: bool = False) -> bool:
+    """Alias ``nki`` to ``neuronsim.nki`` when ``NEURON_SIM=1`` (or ``force``) and no real nki exists.
+
+    Returns True when the alias is (now) in place. Idempotent; never shadows a real NKI install.
+    The finder goes first on ``sys.meta_path``: after ``nki`` is ``neuronsim.nki`` (whose
+    ``__path__`` is the frontend's folder), the path finder would load ``nki.isa`` again as a copy.
+    """
+    if not force and os.environ.get(env.NEURON_SIM, "").strip() != "1":
+        return False
+    if real_nki_installed():
+        return False
+    if not alias_installed():
+        sys.meta_path.insert(0, _AliasFinder())
+    return True
