@@ -109,14 +109,19 @@ _current: contextvars.ContextVar[SimOptions | None] = contextvars.ContextVar("ne
 
 _environment_default: SimOptions | None = None
 
+# The options of the innermost ``options()`` scope open in any thread. A thread torch creates for
+# C++ callbacks (the autograd device thread) starts every callback in a fresh context; it runs
+# work the scope's thread started (``loss.backward()`` inside the scope), so it reads this.
+_open_scopes: list[SimOptions] = []
+
 
 def current() -> SimOptions:
     opts = _current.get()
     if opts is None:
-        # A thread torch creates for C++ callbacks (the autograd device thread) starts every
-        # callback in a fresh context: read the environment once per process, not per call.
+        if _open_scopes:
+            return _open_scopes[-1]
         global _environment_default
-        if _environment_default is None:
+        if _environment_default is None:  # read the environment once per process, not per call
             _environment_default = from_environment()
         opts = _environment_default
         _current.set(opts)
@@ -125,10 +130,13 @@ def current() -> SimOptions:
 
 @contextlib.contextmanager
 def options(**changes) -> Iterator[SimOptions]:
-    """Scope option changes: ``with options(numerics="fast"): ...``."""
+    """Scope option changes: ``with options(numerics="fast"): ...`` (backward passes started
+    inside the scope see them too)."""
     new = current().replace(**changes)
     token = _current.set(new)
+    _open_scopes.append(new)
     try:
         yield new
     finally:
+        _open_scopes.remove(new)
         _current.reset(token)

@@ -33,3 +33,29 @@ def test_context_manager_scopes_changes():
             assert current().chip == "trn3" and current().executor == "reference"
         assert current().executor == before.executor
     assert current() == before
+
+
+def test_a_backward_started_in_a_scope_sees_its_options():
+
+    import torch
+
+    import neuronsim
+
+    neuronsim.enable()
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            seen.append(current().numerics)
+            return grad * 2
+
+    x = torch.ones(3, device="neuron", requires_grad=True)
+    with options(numerics="fast"):
+        Probe.apply(x).sum().backward()
+    Probe.apply(x).sum().backward()
+    assert seen == ["fast", "exact"]  # backward runs on the autograd device thread
