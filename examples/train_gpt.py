@@ -123,6 +123,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--embd", type=int, default=64)
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="parameter and activation dtype")
     parser.add_argument("--quiet", action="store_true", help="do not print losses")
     return parser.parse_args(argv)
 
@@ -133,7 +135,7 @@ def build(args: argparse.Namespace):
     cfg = GPTConfig(
         block=args.block, layers=args.layers, heads=args.heads, embd=args.embd, dropout=args.dropout
     )
-    model = GPT(cfg).to(args.device)
+    model = GPT(cfg).to(device=args.device, dtype=getattr(torch, args.dtype))
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
