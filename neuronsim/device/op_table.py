@@ -17,7 +17,7 @@ import warnings
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
-from neuronsim.device import clock, memory, state, unsupported
+from neuronsim.device import autocast, clock, memory, state, unsupported
 from neuronsim.device.dispatch import at_torch_boundary, execute
 from neuronsim.device.memory import host_view
 
@@ -227,9 +227,7 @@ def install() -> int:
         lib.impl(op, functools.partial(execute, op), KEY)
         direct += 1
     fallbacks.fallback(execute, KEY)
-    # torch 2.13 has no fallthrough for AutocastPrivateUse1: without one every op fails inside
-    # torch.autocast("neuron"). (No per-op autocast policy yet: ops run in their input dtypes.)
-    fallbacks.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    autocast.install(lib, fallbacks)
     fallbacks.fallback(unsupported.sparse_kernel, "SparsePrivateUse1")
     fallbacks.fallback(unsupported.nested_kernel, "NestedTensorPrivateUse1")
     lib.impl("_make_dual", unsupported.forward_ad_kernel, "AutogradPrivateUse1")
