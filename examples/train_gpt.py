@@ -125,6 +125,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                         help="parameter and activation dtype")
+    parser.add_argument("--compile", action="store_true", help='torch.compile(backend="neuron")')
     parser.add_argument("--quiet", action="store_true", help="do not print losses")
     return parser.parse_args(argv)
 
@@ -136,6 +137,8 @@ def build(args: argparse.Namespace):
         block=args.block, layers=args.layers, heads=args.heads, embd=args.embd, dropout=args.dropout
     )
     model = GPT(cfg).to(device=args.device, dtype=getattr(torch, args.dtype))
+    if args.compile:
+        model = torch.compile(model, backend="neuron" if args.device.startswith("neuron") else "inductor")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(

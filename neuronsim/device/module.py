@@ -125,6 +125,19 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.float32, torch.float16, torch.bfloat16]
 
 
+def get_dynamo_metrics() -> list[dict]:
+    """One record per graph compiled by ``torch.compile(backend="neuron")``."""
+    from neuronsim.device import compile
+
+    return compile.get_dynamo_metrics()
+
+
+def reset_dynamo_metrics() -> None:
+    from neuronsim.device import compile
+
+    compile.reset_dynamo_metrics()
+
+
 def _sleep(cycles: int) -> None:
     """A no-op, as on TorchNeuron."""
 

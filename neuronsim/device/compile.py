@@ -1,0 +1,200 @@
+"""``torch.compile(backend="neuron")``: the Dynamo backend, as TorchNeuron's behaves.
+
+Dynamo finds it by name through the ``torch_dynamo_backends`` entry point. AOTAutograd splits the
+captured graph into forward and backward ATen graphs; each is compiled by :func:`_compile_graph`:
+chains of point-wise ops of one shape become fused region kernels (``neuronsim/kernels/fused.py``),
+everything else runs as the device's kernels, op by op (matmuls, softmax, norms: the library
+kernels). Compiled graphs are cached by Dynamo per guard set (shapes, dtypes), region Programs by
+the kernel registry per signature, like eager kernels.
+
+TorchNeuron's rules (shared/reference/torchneuron-api.md §1.7-1.8): static shapes only
+(``dynamic=True`` is rejected; a new shape recompiles, so automatic dynamic shapes are turned off
+once this backend is used), modes other than ``"default"`` warn and run as default, and
+``options={"model_name": ...}`` names the graphs in ``torch.neuron.get_dynamo_metrics()``.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import hashlib
+import itertools
+import operator
+import time
+import warnings
+
+import torch
+from torch._dynamo.utils import counters
+
+_MAX_REGION_STEPS = 24  # SBUF holds every live fp32 intermediate of a tile; longer chains split
+
+_metrics: list[dict] = []
+_graph_ids = itertools.count()
+_graph_counts: collections.Counter = collections.Counter()
+
+
+class DynamicShapesError(RuntimeError):
+    pass
+
+
+def get_dynamo_metrics() -> list[dict]:
+    return [dict(m) for m in _metrics]
+
+
+def reset_dynamo_metrics() -> None:
+    global _graph_ids
+    _metrics.clear()
+    _graph_counts.clear()
+    _graph_ids = itertools.count()
+    counters["neuron"]["compiled_graphs"] = 0
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = None, options=None):
+    """The Dynamo backend ``"neuron"``."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    torch._dynamo.config.automatic_dynamic_shapes = False  # a new shape recompiles, statically
+    if mode not in (None, "default"):
+        warnings.warn(f"torch.compile mode={mode!r} is not supported by the neuron backend; "
+                      "running with mode='default'", UserWarning, stacklevel=2)
+    options = dict(options or {})
+    model_name = str(options.pop("model_name", "model_default"))
+    _reject_dynamic_shapes(example_inputs)
+    aot_id = next(_graph_ids)
+    compilers = {kind: functools.partial(_compile_graph, model_name=model_name, aot_id=aot_id, kind=kind)
+                 for kind in ("fwd", "bwd", "inference")}
+    return aot_autograd(fw_compiler=compilers["fwd"], bw_compiler=compilers["bwd"],
+                        inference_compiler=compilers["inference"])(gm, example_inputs)
+
+
+def _reject_dynamic_shapes(example_inputs) -> None:
+    found = []
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.SymInt):
+            found.append(f"input {i}: a symbolic integer")
+        elif isinstance(x, torch.Tensor):
+            dims = [d for d, s in enumerate(x.shape) if isinstance(s, torch.SymInt)]
+            if dims:
+                found.append(f"input {i} dims {dims}")
+    if found:
+        raise DynamicShapesError(
+            f"Dynamic shapes detected in the model, but the neuron backend requires static shapes. "
+            f"Found {len(found)} dynamic dimension(s): {'; '.join(found)}. Compile with "
+            "dynamic=False (the default); a new shape recompiles.")
+
+
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs, *, model_name: str, aot_id: int, kind: str):
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    start = time.perf_counter_ns()
+    regions = fuse_pointwise(gm)
+    passes_done = time.perf_counter_ns()
+    gm.recompile()
+    lowered = time.perf_counter_ns()
+    counters["neuron"]["compiled_graphs"] += 1
+    n = _graph_counts[(model_name, aot_id, kind)]
+    _graph_counts[(model_name, aot_id, kind)] += 1
+    _metrics.append({
+        "graph_id": hashlib.sha256(gm.code.encode()).hexdigest()[:16],
+        "graph_name": f"{model_name}_{aot_id}_{kind}_{n}",
+        "model_name": model_name,
+        "has_collectives": any("c10d" in str(node.target) for node in gm.graph.nodes),
+        "graph_node_count": sum(1 for node in gm.graph.nodes if node.op == "call_function"),
+        "fused_regions": regions,
+        "timestamp": time.time(),
+        "torch_neuronx_fx_passes_us": (passes_done - start) / 1e3,
+        "torch_neuronx_lower_us": (lowered - passes_done) / 1e3,
+        "torch_neuronx_compile_us": 0.0,  # kernels are traced and scheduled at their first call
+    })
+    return make_boxed_func(gm.forward)
+
+
+# ---------------------------------------------------------------- point-wise fusion
+
+
+def _value(node):
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def _candidate(node: torch.fx.Node):
+    """The output shape if ``node`` can be a region step, else None."""
+    from neuronsim.kernels.fused import fusible
+
+    if node.op != "call_function" or not fusible(node.target, node.args, node.kwargs):
+        return None
+    val = _value(node)
+    if not isinstance(val, torch.Tensor) or val.device.type != "neuron" or not val.is_floating_point():
+        return None
+    for a in node.args:
+        if isinstance(a, torch.fx.Node):
+            v = _value(a)
+            if not isinstance(v, torch.Tensor) or v.device.type != "neuron" or not v.is_floating_point():
+                return None
+    return tuple(val.shape)
+
+
+def fuse_pointwise(gm: torch.fx.GraphModule) -> int:
+    """Replace chains of point-wise ops of one shape by region ops; returns how many regions.
+
+    A region grows along the graph while its members have the same shape. A node that is not a
+    member may sit between members if it reads none of the region's values (then the region, which
+    runs where its last member was, still runs after everything it reads and before its users).
+    """
+    regions, current, shape = [], [], None
+    for node in list(gm.graph.nodes):
+        node_shape = _candidate(node)
+        reads_region = any(a in current for a in node.all_input_nodes)
+        if node_shape is not None and node_shape == shape and len(current) < _MAX_REGION_STEPS:
+            current.append(node)
+            continue
+        if reads_region or node_shape is not None:
+            regions.append(current)
+            current, shape = ([node], node_shape) if node_shape is not None else ([], None)
+    regions.append(current)
+    fused = 0
+    for members in regions:
+        if len(members) >= 2:
+            _replace(gm, members)
+            fused += 1
+    if fused:
+        gm.graph.lint()
+    return fused
+
+
+def _replace(gm: torch.fx.GraphModule, members: list[torch.fx.Node]) -> None:
+    from neuronsim.kernels.fused import Region, Step, region_op
+
+    index = {node: j for j, node in enumerate(members)}
+    inputs: list[torch.fx.Node] = []
+
+    def ref(a):
+        if isinstance(a, torch.fx.Node):
+            if a in index:
+                return ("v", index[a])
+            if a not in inputs:
+                inputs.append(a)
+            return ("in", inputs.index(a))
+        return ("c", a)
+
+    steps = tuple(Step(n.target, tuple(ref(a) for a in n.args), tuple(sorted(n.kwargs.items())))
+                  for n in members)
+    outputs = tuple(j for j, n in enumerate(members) if any(u not in index for u in n.users))
+    op = region_op(Region(len(inputs), steps, outputs))
+    last = members[-1]
+    with gm.graph.inserting_after(last):
+        call = gm.graph.call_function(op, tuple(inputs))
+    vals = tuple(_value(members[j]) for j in outputs)
+    call.meta["val"] = vals if len(outputs) > 1 else vals[0]
+    results = [call]
+    if len(outputs) > 1:
+        results = []
+        anchor = call
+        for k in range(len(outputs)):
+            with gm.graph.inserting_after(anchor):
+                anchor = gm.graph.call_function(operator.getitem, (call, k))
+            anchor.meta["val"] = _value(members[outputs[k]])
+            results.append(anchor)
+    for j, result in zip(outputs, results, strict=True):
+        members[j].replace_all_uses_with(result)
+    for node in reversed(members):
+        gm.graph.erase_node(node)
