@@ -1,0 +1,240 @@
+"""Layer normalization: ``native_layer_norm`` and ``native_layer_norm_backward``.
+
+Rows (the leading dims) go on the partitions, 128 per tile; a row's normalized elements (the last
+dims, flattened to ``n``) lie along the free axis, so every per-row statistic is a free-dim
+reduction on one partition:
+
+- mean and variance: VectorE ``bn_stats`` per 512-element chunk, combined by ``bn_aggr``
+  (population variance, as ATen);
+- ``rstd = rsqrt(var + eps)`` on ScalarE; ``xhat = x * rstd + (-mean * rstd)`` is one ScalarE
+  ``activation`` with per-partition scale and bias, leaving VectorE free for the affine step;
+- weight and bias are loaded once, broadcast across partitions by a stride-0 partition DMA.
+
+The backward's ``grad_input = rstd * (g - mean(g) - xhat * mean(g * xhat))`` (``g = dy * w``) is
+again per row. ``grad_weight = sum_rows(dy * xhat)`` and ``grad_bias = sum_rows(dy)`` reduce across
+rows, i.e. across partitions, which VectorE cannot do: TensorE contracts over the partitions, so
+``nc_matmul(stationary=tile[rows, 128 cols], moving=ones[rows, 1])`` gives 128 column sums on 128
+PSUM partitions, and successive row tiles accumulate into the same PSUM column (no SBUF round
+trips). Products and sums stay fp32 (fp32 matmul for ``dy * xhat``); outputs round once.
+
+Covered: float32 / bfloat16 / float16, contiguous input, ``n <= N_MAX``, weight and bias contiguous
+of the input's dtype or absent. ``mean``/``rstd`` have the device's (meta) dtype, float32, as on
+CUDA. RMSNorm has no ATen op to register on this device: ``rms_norm`` is CompositeImplicitAutograd
+for PrivateUse1 in torch 2.13 (``_fused_rms_norm`` too), so it decomposes into
+pow / mean.dim / add / rsqrt / mul and autograd differentiates those.
+"""
+
+from __future__ import annotations
+
+import math
+
+import neuronsim.nki.isa as nisa
+import neuronsim.nki.language as nl
+from neuronsim.kernels.bridge import FLOAT_DTYPES
+from neuronsim.kernels.registry import IN, OUT, Call, Launch, native
+from neuronsim.sim.ir import ActFunc, AluOp
+
+A = AluOp
+F32 = nl.float32
+P = 128  # rows per tile: the partitions
+BN_FMAX = 512  # bn_stats reads at most this many elements per partition (chip bn_stats_free_max)
+COLS = 128  # grad_weight/grad_bias columns per matmul: the stationary's free size limit
+N_MAX = 4096  # normalized elements per row: the backward keeps ~8 fp32 rows per partition in SBUF
+
+
+def _chunks(n: int, step: int) -> list[tuple[int, int]]:
+    return [(i, min(step, n - i)) for i in range(0, n, step)]
+
+
+def _rows(view, r0: int, p: int, n: int):
+    """Rows ``r0 .. r0+p`` of a contiguous ``[rows, n]`` HBM view, as a ``[p, n]`` pattern."""
+    return view.ap([[n, p], [1, n]], offset=view.offset + r0 * n)
+
+
+def _per_row(view, r0: int, p: int):
+    """``p`` per-row values (mean, rstd: one element per row) as a ``[p, 1]`` pattern."""
+    return view.ap([[1, p], [1, 1]], offset=view.offset + r0)
+
+
+def _broadcast(view, p: int, n: int, dtype=None):
+    """A length-``n`` vector on ``p`` partitions: one DMA with a stride-0 partition pattern."""
+    t = nl.ndarray((p, n), dtype=dtype or view.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=view.ap([[0, p], [1, n]], offset=view.offset))
+    return t
+
+
+def _normalize(xt, mean, rstd, dst):
+    """``dst = (x - mean) * rstd`` as one ScalarE activation: ``x * rstd + (-mean * rstd)``."""
+    p = xt.shape[0]
+    nmr = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=nmr, data=mean, op0=A.multiply, operand0=-1.0, op1=A.multiply,
+                              operand1=rstd)
+    nisa.activation(dst=dst, op=ActFunc.identity, data=xt, scale=rstd, bias=nmr)
+
+
+# ---------------------------------------------------------------- forward
+
+
+def layer_norm(y, mean, rstd, x, *affine, eps, rows, n, has_w, has_b):
+    it = iter(affine)
+    w = next(it) if has_w else None
+    b = next(it) if has_b else None
+    pw = min(P, rows)
+    w_t = _broadcast(w, pw, n) if has_w else None
+    b_t = _broadcast(b, pw, n) if has_b else None
+    chunks = _chunks(n, BN_FMAX)
+    for r0 in nl.affine_range(0, rows, P):
+        p = min(P, rows - r0)
+        xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt, src=_rows(x, r0, p, n))
+        stats = nl.ndarray((p, 6 * len(chunks)), dtype=F32, buffer=nl.sbuf)
+        for k, (c0, cs) in enumerate(chunks):
+            nisa.bn_stats(dst=stats[:, 6 * k:6 * k + 6], data=xt[:, c0:c0 + cs])
+        mv = nl.ndarray((p, 2), dtype=F32, buffer=nl.sbuf)  # (mean, variance)
+        nisa.bn_aggr(dst=mv, data=stats)
+        rs = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+        nisa.activation(dst=rs, op=ActFunc.rsqrt, data=mv[:, 1:2], bias=eps)
+        yt = nl.ndarray((p, n), dtype=y.dtype, buffer=nl.sbuf)
+        xh = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf) if has_w or has_b else yt
+        _normalize(xt, mv[:, 0:1], rs, xh)
+        if has_w:
+            nisa.tensor_tensor(dst=xh if has_b else yt, data1=xh, data2=w_t[:p], op=A.multiply)
+        if has_b:
+            nisa.tensor_tensor(dst=yt, data1=xh, data2=b_t[:p], op=A.add)
+        nisa.dma_copy(dst=_rows(y, r0, p, n), src=yt)
+        nisa.dma_copy(dst=_per_row(mean, r0, p), src=mv[:, 0:1])  # DMA casts to mean's dtype
+        nisa.dma_copy(dst=_per_row(rstd, r0, p), src=rs)
+
+
+def _position(call: Call, t) -> int:
+    """Index of tensor ``t`` among the call's inputs (by identity: ``==`` would compare values)."""
+    return next(i for i, u in enumerate(call.inputs) if u is t)
+
+
+def _affine_ok(t, x, n: int) -> bool:
+    return t is None or (t.dtype == x.dtype and t.numel() == n and t.is_contiguous())
+
+
+@native("aten::native_layer_norm.default")
+def plan_layer_norm(call: Call) -> Launch | None:
+    x = call.arg(0, "input")
+    shape = list(call.arg(1, "normalized_shape"))
+    w, b = call.arg(2, "weight"), call.arg(3, "bias")
+    eps = float(call.arg(4, "eps"))
+    n = math.prod(shape)
+    rows = x.numel() // n if n else 0
+    y, mean, rstd = call.outputs
+    if (
+        x.dtype not in FLOAT_DTYPES or not x.is_contiguous() or not 0 < n <= N_MAX
+        or not (_affine_ok(w, x, n) and _affine_ok(b, x, n))
+        or not (y.is_contiguous() and mean.is_contiguous() and rstd.is_contiguous())
+        or mean.numel() != rows or not math.isfinite(eps)
+    ):
+        return None
+    ins = [t for t in (x, w, b) if t is not None]
+    operands = (OUT(0), OUT(1), OUT(2), *(IN(_position(call, t)) for t in ins))
+    return Launch(layer_norm, operands, {"eps": eps, "rows": rows, "n": n,
+                                         "has_w": w is not None, "has_b": b is not None},
+                  flops=float(rows * n * (8 if w is not None else 6)))
+
+
+# ---------------------------------------------------------------- backward
+
+
+def _column_sums(acc, src, ones):
+    """``acc[c, j] += sum_rows(src[:, j*128 + c])`` on TensorE (``src.T @ ones``, PSUM accumulates)."""
+    p = src.shape[0]
+    for j, (c0, cs) in enumerate(_chunks(src.shape[1], COLS)):
+        nisa.nc_matmul(dst=acc[:cs, j:j + 1], stationary=src[:, c0:c0 + cs], moving=ones[:p])
+
+
+def _store_columns(dst, acc, n: int):
+    """Write the PSUM column sums (column ``j*128 + c`` at ``acc[c, j]``) to the length-``n`` ``dst``."""
+    t = nl.ndarray(acc.shape, dtype=dst.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=t, src=acc)
+    full, tail = divmod(n, COLS)
+    if full:
+        nisa.dma_copy(dst=dst.ap([[1, COLS], [COLS, full]], offset=dst.offset), src=t[:, :full])
+    if tail:
+        nisa.dma_copy(dst=dst.ap([[1, tail], [1, 1]], offset=dst.offset + full * COLS),
+                      src=t[:tail, full:full + 1])
+
+
+def layer_norm_backward(*views, rows, n, has_w, want):
+    views = list(views)
+    outs = {k: views.pop(0) for k in ("dx", "dw", "db") if want[k]}
+    dy, x, mean, rstd = views[:4]
+    w = views[4] if has_w else None
+    pw = min(P, rows)
+    w_t = _broadcast(w, pw, n) if has_w else None
+    n_cols = -(-n // COLS)
+    sums = {}
+    for k, dtype in (("dw", F32), ("db", dy.dtype)):  # ones of the summed tile's dtype (TensorE pairs)
+        if want[k]:
+            acc = nl.ndarray((min(COLS, n), n_cols), dtype=F32, buffer=nl.psum)
+            sums[k] = (acc, nl.ones((pw, 1), dtype=dtype, buffer=nl.sbuf))
+    for r0 in nl.affine_range(0, rows, P):
+        p = min(P, rows - r0)
+        xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
+        dyt = nl.ndarray((p, n), dtype=dy.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt, src=_rows(x, r0, p, n))
+        nisa.dma_copy(dst=dyt, src=_rows(dy, r0, p, n))
+        mt = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+        rs = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=mt, src=_per_row(mean, r0, p))
+        nisa.dma_copy(dst=rs, src=_per_row(rstd, r0, p))
+        xh = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+        _normalize(xt, mt, rs, xh)
+        tmp = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+        if want["dw"]:
+            nisa.tensor_tensor(dst=tmp, data1=dyt, data2=xh, op=A.multiply)
+            _column_sums(sums["dw"][0], tmp, sums["dw"][1])
+        if want["db"]:
+            _column_sums(sums["db"][0], dyt, sums["db"][1])
+        if want["dx"]:
+            g = dyt
+            if has_w:
+                g = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+                nisa.tensor_tensor(dst=g, data1=dyt, data2=w_t[:p], op=A.multiply)
+            c0 = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)  # -mean(g)
+            c1 = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)  # -mean(g * xhat)
+            nisa.tensor_reduce(dst=c0, op=A.add, data=g, axis=1)
+            nisa.tensor_scalar(dst=c0, data=c0, op0=A.multiply, operand0=-1.0 / n)
+            nisa.tensor_tensor(dst=tmp, data1=g, data2=xh, op=A.multiply)
+            nisa.tensor_reduce(dst=c1, op=A.add, data=tmp, axis=1)
+            nisa.tensor_scalar(dst=c1, data=c1, op0=A.multiply, operand0=-1.0 / n)
+            nisa.scalar_tensor_tensor(dst=tmp, data=xh, op0=A.multiply, operand0=c1, op1=A.add, operand1=g)
+            dxt = nl.ndarray((p, n), dtype=outs["dx"].dtype, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=dxt, data=tmp, op0=A.add, operand0=c0, op1=A.multiply, operand1=rs)
+            nisa.dma_copy(dst=_rows(outs["dx"], r0, p, n), src=dxt)
+    for k, (acc, _) in sums.items():
+        _store_columns(outs[k], acc, n)
+
+
+@native("aten::native_layer_norm_backward.default")
+def plan_layer_norm_backward(call: Call) -> Launch | None:
+    dy, x = call.arg(0, "grad_out"), call.arg(1, "input")
+    shape = list(call.arg(2, "normalized_shape"))
+    mean, rstd, w, b = (call.arg(i, name) for i, name in
+                        ((3, "mean"), (4, "rstd"), (5, "weight"), (6, "bias")))
+    mask = list(call.arg(7, "output_mask"))
+    n = math.prod(shape)
+    rows = x.numel() // n if n else 0
+    want = dict(zip(("dx", "dw", "db"), map(bool, mask), strict=True))
+    # Only the results the mask asks for are tensors; the registry passes those, in order.
+    if len(call.outputs) != sum(want.values()) or not any(want.values()):
+        return None
+    if (
+        x.dtype not in FLOAT_DTYPES or dy.dtype != x.dtype or dy.shape != x.shape
+        or not (x.is_contiguous() and dy.is_contiguous()) or not 0 < n <= N_MAX
+        or not _affine_ok(w, x, n) or (b is not None and b.dtype != x.dtype)
+        or any(t.dtype not in FLOAT_DTYPES or t.numel() != rows or not t.is_contiguous()
+               for t in (mean, rstd))
+        or not all(o.is_contiguous() for o in call.outputs)
+        or ((want["dw"] or want["db"]) and w is None)
+    ):
+        return None
+    operands = (*(OUT(i) for i in range(len(call.outputs))),
+                *(IN(_position(call, t)) for t in (dy, x, mean, rstd, w) if t is not None))
+    return Launch(layer_norm_backward, operands, {"rows": rows, "n": n, "has_w": w is not None, "want": want},
+                  flops=float(rows * n * 12))

@@ -1,0 +1,129 @@
+"""native_layer_norm forward and backward against ATen-CPU; RMSNorm's dispatch on the device."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import DTYPES, assert_matches_cpu, ran_natively
+
+import neuronsim.kernels.norm  # noqa: F401  (registers the real kernels before the manifest lists them)
+
+aten = torch.ops.aten
+SHAPES = [(2, 3, 64), (3, 100, 768), (2, 70, 4096)]  # 6, 300 and 140 rows: partial row tiles
+
+
+def _inputs(shape, dtype, seed=0):
+    torch.manual_seed(seed)
+    c = shape[-1]
+    x = (torch.randn(shape) * 2 + 0.5).to(dtype)
+    return x, torch.randn(c).to(dtype), torch.randn(c).to(dtype), torch.randn(shape).to(dtype)
+
+
+def _dev(*ts):
+    return [None if t is None else t.to("neuron") for t in ts]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("affine", ["weight_bias", "weight", "none"])
+def test_forward_matches_cpu(shape, dtype, affine):
+    x, w, b, _ = _inputs(shape, dtype)
+    w = w if affine != "none" else None
+    b = b if affine == "weight_bias" else None
+    c = shape[-1]
+    y, mean, rstd = aten.native_layer_norm(*_dev(x), [c], *_dev(w, b), 1e-5)
+    assert ran_natively("aten::native_layer_norm")
+    assert torch.neuron.get_fallback_ops() == []
+    ref = aten.native_layer_norm(x, [c], w, b, 1e-5)
+    assert_matches_cpu(y, ref[0])
+    # mean/rstd: float32 for every input dtype (the meta/CUDA rule), from the fp32 statistics.
+    ref32 = aten.native_layer_norm(x.float(), [c], None, None, 1e-5)
+    for got, want in zip((mean, rstd), ref32[1:], strict=True):
+        assert got.shape == (*shape[:-1], 1) and got.dtype == torch.float32
+        assert_matches_cpu(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_forward_over_two_normalized_dims():
+    x, *_ = _inputs((4, 6, 40), torch.float32)
+    w, b = torch.randn(6, 40), torch.randn(6, 40)
+    y, mean, rstd = aten.native_layer_norm(*_dev(x), [6, 40], *_dev(w, b), 1e-3)
+    ref = aten.native_layer_norm(x, [6, 40], w, b, 1e-3)
+    assert ran_natively("aten::native_layer_norm")
+    assert mean.shape == (4, 1, 1)
+    for got, want in zip((y, mean, rstd), ref, strict=True):
+        assert_matches_cpu(got, want)
+
+
+def _grad_tolerance(dtype, c):
+    # grad_weight/bias sum rows in another order; bf16 results round once (ATen too, from fp32).
+    return {"rtol": 1e-4, "atol": 1e-5 * c**0.5} if dtype == torch.float32 else {"rtol": 2**-6, "atol": 2**-5}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_autograd_backward_matches_cpu(shape, dtype):
+    x, w, b, dy = _inputs(shape, dtype)
+    c = shape[-1]
+    # The reference is ATen-CPU in fp32, rounded: its bf16 path rounds mean/rstd to bf16 before the
+    # backward uses them (CUDA and this device keep them fp32), which moves grad_weight by ~1e-2.
+    leaves = [t.float().clone().requires_grad_() for t in (x, w, b)]
+    F.layer_norm(leaves[0], (c,), leaves[1], leaves[2]).backward(dy.float())
+    dleaves = [t.to("neuron").requires_grad_() for t in (x, w, b)]
+    torch.neuron.clear_op_tracking()
+    y = F.layer_norm(dleaves[0], (c,), dleaves[1], dleaves[2])
+    y.backward(dy.to("neuron"))
+    assert ran_natively("aten::native_layer_norm") and ran_natively("aten::native_layer_norm_backward")
+    assert "aten::native_layer_norm_backward" not in torch.neuron.get_fallback_ops()
+    for got, want in zip(dleaves, leaves, strict=True):
+        assert_matches_cpu(got.grad, want.grad.to(dtype), **_grad_tolerance(dtype, c))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_backward_kernel_directly(dtype):
+    """The op with a full output_mask, the mean/rstd of the device's forward, and bf16 inputs."""
+    x, w, b, dy = _inputs((5, 77, 200), dtype, seed=1)
+    _, mean, rstd = aten.native_layer_norm(x.float(), [200], None, None, 1e-5)
+    got = aten.native_layer_norm_backward(*_dev(dy, x), [200], *_dev(mean, rstd, w, b), [True, True, True])
+    assert ran_natively("aten::native_layer_norm_backward")
+    want = aten.native_layer_norm_backward(dy.float(), x.float(), [200], mean, rstd, w.float(), b.float(),
+                                           [True, True, True])
+    for g, r in zip(got, want, strict=True):
+        assert_matches_cpu(g, r.to(dtype), **_grad_tolerance(dtype, 200))
+
+
+def test_uncovered_signatures_fall_back_and_stay_correct():
+    # Rows longer than N_MAX, and a non-contiguous input: the host computes them.
+    x = torch.randn(3, 8192)
+    y, *_ = aten.native_layer_norm(x.to("neuron"), [8192], None, None, 1e-5)
+    assert_matches_cpu(y, aten.native_layer_norm(x, [8192], None, None, 1e-5)[0])
+    xt = torch.randn(64, 16)
+    y, *_ = aten.native_layer_norm(xt.to("neuron").t(), [64], None, None, 1e-5)
+    assert_matches_cpu(y, aten.native_layer_norm(xt.t(), [64], None, None, 1e-5)[0])
+    assert torch.neuron.get_fallback_ops() == ["aten::native_layer_norm"]
+    assert not ran_natively("aten::native_layer_norm")
+
+
+def test_masked_backward_is_correct():
+    """No weight: autograd asks for grad_input only (output_mask [True, False, False])."""
+    x, _, _, dy = _inputs((3, 50, 96), torch.float32)
+    xc = x.clone().requires_grad_()
+    F.layer_norm(xc, (96,)).backward(dy)
+    xd = x.to("neuron").requires_grad_()
+    F.layer_norm(xd, (96,)).backward(dy.to("neuron"))
+    assert ran_natively("aten::native_layer_norm")
+    assert_matches_cpu(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_rms_norm_decomposes_on_the_device():
+    """torch 2.13: rms_norm (and _fused_rms_norm) are CompositeImplicitAutograd for PrivateUse1, so
+    the device sees their decomposition; there is no rms_norm op to register."""
+    x, w, _, dy = _inputs((2, 5, 64), torch.float32)
+    xd, wd = x.to("neuron").requires_grad_(), w.to("neuron").requires_grad_()
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    F.rms_norm(xd, (64,), wd, 1e-6).backward(dy.to("neuron"))
+    F.rms_norm(xc, (64,), wc, 1e-6).backward(dy)
+    ops = set(torch.neuron.get_executed_ops()) | set(torch.neuron.get_fallback_ops())
+    assert "aten::rsqrt" in ops and not any("rms_norm" in op for op in ops)
+    assert_matches_cpu(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
+    assert_matches_cpu(wd.grad, wc.grad, rtol=1e-4, atol=1e-5)
