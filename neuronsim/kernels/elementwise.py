@@ -1,18 +1,27 @@
-"""Element-wise ops: binary arithmetic with broadcasting (VectorE) and activations (ScalarE).
+"""Element-wise ops: arithmetic, comparisons, logic, bit operators, activations and their backward
+passes, clamps and fills, each in its functional, in-place and Scalar forms where ATen has them.
 
-Each tile of the output is loaded operand by operand (DMA, broadcasting through stride-0 access
-patterns), computed by one instruction and stored:
+Every kernel is the same tile loop: each operand's tile is loaded by DMA (broadcasting through
+stride-0 access patterns), a short chain of engine instructions computes the output tile, DMA
+stores it. The chains use the engines as the hardware does:
 
-- ``a op b``: ``tensor_tensor``; ``a + alpha * b``: one ``scalar_tensor_tensor``
-  (``(b * alpha) + a``; ``sub`` is ``add`` with ``-alpha``); a scalar ``b`` (a Python number or a
-  0-dim CPU tensor, a trace-time constant): ``tensor_scalar``.
-- ``exp``, ``tanh``, ``relu``, ``sigmoid``, ``gelu`` (erf or tanh form): one ScalarE ``activation``.
+- ScalarE ``activation`` for transcendental functions (``func(x * scale + bias)``: exp, log, tanh,
+  sigmoid, erf, sin, sqrt, ...); VectorE ``tensor_tensor`` / ``tensor_scalar`` /
+  ``scalar_tensor_tensor`` for arithmetic, min/max, comparisons (1.0/0.0, stored as bool) and logic;
+  ``tensor_copy_predicated`` where ATen selects (threshold); ``memset`` for fills.
+- Floats (float32, bfloat16, float16): the engines compute in fp32 and round once on the write, as
+  ATen-CPU's opmath does for the 16-bit types; intermediates of a chain stay fp32.
+- int32: exact integer arithmetic, min/max, comparisons and logic on GpSimd (``tensor_tensor`` with
+  every tile int32; a scalar operand is a memset int32 tile). Bit operators run on VectorE on any
+  integer dtype (bool, int8, uint8, int16, int32). int64 has no NeuronCore dtype: it falls back.
 
-Inputs and outputs are float32, bfloat16 or float16 (the engines compute in fp32 and round on the
-write, as ATen-CPU does for the 16-bit types). Other dtypes fall back to the host.
+A signature whose semantics a chain does not reproduce (an rounding mode, an int alpha on floats,
+mixed integer widths, ...) gets ``None`` from its planner and runs on the host.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -24,8 +33,13 @@ from neuronsim.kernels.tiling import elementwise_tiles
 from neuronsim.sim.ir import ActFunc, AluOp
 
 Tensor = torch.Tensor
+A = AluOp
+F32 = nl.float32
+SMALL_INTS = (torch.bool, torch.int8, torch.uint8, torch.int16)  # exact as fp32
+BIT_DTYPES = (*SMALL_INTS, torch.int32)
 
-_BINARY = {"add": AluOp.add, "sub": AluOp.subtract, "mul": AluOp.multiply, "div": AluOp.divide}
+
+# ---------------------------------------------------------------- the kernel and its tile loop
 
 
 def _tile_loop(out, ins, compute):
@@ -45,76 +59,567 @@ def _tile_loop(out, ins, compute):
         nisa.dma_copy(dst=tile.of(0, out), src=result)
 
 
-def binary(out, a, b, *, op: AluOp, alpha: float):
-    def compute(dst, x, y):
-        if alpha == 1.0:
-            nisa.tensor_tensor(dst=dst, data1=x, data2=y, op=op)
-        else:
-            nisa.scalar_tensor_tensor(dst=dst, data=y, op0=AluOp.multiply, operand0=alpha, op1=op,
-                                      operand1=x)
-
-    _tile_loop(out, [a, b], compute)
+def elementwise(out, *ins, compute, params):
+    """The element-wise kernel: ``compute(dst_tile, *input_tiles, **params)`` per tile."""
+    _tile_loop(out, list(ins), lambda dst, *xs: compute(dst, *xs, **params))
 
 
-def binary_scalar(out, a, *, op: AluOp, value: float):
-    _tile_loop(out, [a], lambda dst, x: nisa.tensor_scalar(dst=dst, data=x, op0=op, operand0=value))
+def _tmp(like, dtype=F32):
+    return nl.ndarray(like.shape, dtype=dtype, buffer=nl.sbuf)
 
 
-def activation(out, a, *, func: ActFunc):
-    _tile_loop(out, [a], lambda dst, x: nisa.activation(dst=dst, op=func, data=x))
+# ---------------------------------------------------------------- tile computations (fp32 path)
 
 
-def _scalar_value(x) -> float | None:
+def act(dst, x, func, scale=1.0, bias=None):
+    nisa.activation(dst=dst, op=func, data=x, scale=scale, bias=bias)
+
+
+def act_then(dst, x, func, op, value, scale=1.0):
+    """``func(x * scale) op value``: ScalarE, then one VectorE step (log2, log10, softplus(beta))."""
+    t = _tmp(x)
+    act(t, x, func, scale)
+    nisa.tensor_scalar(dst=dst, data=t, op0=op, operand0=value)
+
+
+def alu(dst, x, op0, v0=0.0, op1=None, v1=None, reverse0=False):
+    nisa.tensor_scalar(dst=dst, data=x, op0=op0, operand0=v0, reverse0=reverse0, op1=op1, operand1=v1)
+
+
+def alu2(dst, x, y, op, alpha=1.0):
+    """``x op y``; with ``alpha``, ``(y * alpha) op x`` (add and rsub are written that way)."""
+    if alpha == 1.0:
+        nisa.tensor_tensor(dst=dst, data1=x, data2=y, op=op)
+    else:
+        nisa.scalar_tensor_tensor(dst=dst, data=y, op0=A.multiply, operand0=alpha, op1=op, operand1=x)
+
+
+def sign(dst, x):  # (x > 0) - (x < 0): 0 for NaN, as ATen (ScalarE's sign passes NaN through)
+    pos = _tmp(x)
+    alu(pos, x, A.greater, 0.0)
+    nisa.scalar_tensor_tensor(dst=dst, data=x, op0=A.less, operand0=0.0, op1=A.subtract, operand1=pos,
+                              reverse1=True)
+
+
+def mish(dst, x):  # x * tanh(softplus(x))
+    t = _tmp(x)
+    act(t, x, ActFunc.softplus)
+    act(t, t, ActFunc.tanh)
+    alu2(dst, t, x, A.multiply)
+
+
+def hardsigmoid(dst, x):  # min(max(x + 3, 0), 6) / 6, ATen's order of operations
+    t = _tmp(x)
+    alu(t, x, A.add, 3.0, A.maximum, 0.0)
+    alu(dst, t, A.minimum, 6.0, A.divide, 6.0)
+
+
+def hardswish(dst, x):  # x * min(max(x + 3, 0), 6) / 6
+    t = _tmp(x)
+    alu(t, x, A.add, 3.0, A.maximum, 0.0)
+    nisa.scalar_tensor_tensor(dst=t, data=t, op0=A.minimum, operand0=6.0, op1=A.multiply, operand1=x)
+    alu(dst, t, A.divide, 6.0)
+
+
+def leaky_relu(dst, x, slope):  # x > 0 ? x : slope * x, as one max (slope <= 1) or min (slope > 1)
+    pick = A.maximum if slope <= 1.0 else A.minimum
+    nisa.scalar_tensor_tensor(dst=dst, data=x, op0=A.multiply, operand0=slope, op1=pick, operand1=x)
+
+
+def elu(dst, x, alpha, scale, input_scale):
+    """``max(x, 0) * scale + (exp(min(x, 0) * input_scale) - 1) * alpha * scale``."""
+    pos, neg = _tmp(x), _tmp(x)
+    alu(pos, x, A.maximum, 0.0, A.multiply, scale)
+    alu(neg, x, A.minimum, 0.0)
+    act(neg, neg, ActFunc.exp, input_scale)
+    alu(neg, neg, A.subtract, 1.0, A.multiply, alpha * scale)
+    alu2(dst, pos, neg, A.add)
+
+
+def threshold(dst, x, th, value):  # x <= th ? value : x
+    pred = _tmp(x, nl.uint8)
+    alu(pred, x, A.less_equal, th)
+    nisa.tensor_copy(dst=dst, src=x)
+    nisa.tensor_copy_predicated(dst=dst, src=value, predicate=pred)
+
+
+def threshold_backward(dst, grad, x, th):  # x <= th ? 0 : grad
+    pred = _tmp(x, nl.uint8)
+    alu(pred, x, A.less_equal, th)
+    nisa.tensor_copy(dst=dst, src=grad)
+    nisa.tensor_copy_predicated(dst=dst, src=0.0, predicate=pred)
+
+
+def sigmoid_backward(dst, grad, y):  # grad * (1 - y) * y
+    t = _tmp(y)
+    nisa.scalar_tensor_tensor(dst=t, data=y, op0=A.subtract, operand0=1.0, reverse0=True, op1=A.multiply,
+                              operand1=grad)
+    alu2(dst, t, y, A.multiply)
+
+
+def tanh_backward(dst, grad, y):  # grad * (1 - y * y)
+    t = _tmp(y)
+    alu2(t, y, y, A.multiply)
+    nisa.scalar_tensor_tensor(dst=dst, data=t, op0=A.subtract, operand0=1.0, reverse0=True, op1=A.multiply,
+                              operand1=grad)
+
+
+def silu_backward(dst, grad, x):  # grad * s * (1 + x * (1 - s)), s = sigmoid(x)
+    s, t = _tmp(x), _tmp(x)
+    act(s, x, ActFunc.sigmoid)
+    nisa.scalar_tensor_tensor(dst=t, data=s, op0=A.subtract, operand0=1.0, reverse0=True, op1=A.multiply,
+                              operand1=x)
+    nisa.scalar_tensor_tensor(dst=t, data=t, op0=A.add, operand0=1.0, op1=A.multiply, operand1=s)
+    alu2(dst, t, grad, A.multiply)
+
+
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def gelu_backward(dst, grad, x):  # grad * (Phi(x) + x * phi(x)), erf form
+    cdf, pdf = _tmp(x), _tmp(x)
+    act(cdf, x, ActFunc.erf, _INV_SQRT2)
+    alu(cdf, cdf, A.add, 1.0, A.multiply, 0.5)
+    alu2(pdf, x, x, A.multiply)
+    act(pdf, pdf, ActFunc.exp, -0.5)
+    nisa.scalar_tensor_tensor(dst=pdf, data=pdf, op0=A.multiply, operand0=_INV_SQRT_2PI, op1=A.multiply,
+                              operand1=x)
+    alu2(pdf, pdf, cdf, A.add)
+    alu2(dst, pdf, grad, A.multiply)
+
+
+def clamp2(dst, x, lo, hi):  # min(max(x, lo), hi) with tensor bounds (either may be absent)
+    if lo is not None and hi is not None:
+        t = _tmp(x)
+        alu2(t, x, lo, A.maximum)
+        alu2(dst, t, hi, A.minimum)
+    else:
+        alu2(dst, x, lo if hi is None else hi, A.maximum if hi is None else A.minimum)
+
+
+def fill(dst, value):
+    nisa.memset(dst=dst, value=value)
+
+
+# ---------------------------------------------------------------- tile computations (int32 path)
+
+
+def int_binary(dst, x, y=None, *, op, value=None, alpha=1):
+    """``x op y`` (or ``x op value``) exactly on GpSimd's integer ALU; bool results via an int32 tile."""
+    if y is None:
+        y = nl.full(x.shape, value, dtype=nl.int32)
+    if alpha != 1:
+        scaled = _tmp(x, nl.int32)
+        nisa.tensor_tensor(dst=scaled, data1=y, data2=nl.full(x.shape, alpha, dtype=nl.int32), op=A.multiply)
+        y = scaled
+    if dst.dtype == nl.int32:
+        nisa.tensor_tensor(dst=dst, data1=x, data2=y, op=op)
+    else:
+        t = _tmp(x, nl.int32)
+        nisa.tensor_tensor(dst=t, data1=x, data2=y, op=op)
+        nisa.tensor_copy(dst=dst, src=t)
+
+
+def int_unary(dst, x, *, op, value=0, reverse=False):
+    """``value op x`` (``reverse``) or ``x op value`` with ``value`` an int32 tile: neg, abs."""
+    c = nl.full(x.shape, value, dtype=nl.int32)
+    nisa.tensor_tensor(dst=dst, data1=c if reverse else x, data2=x if reverse else c, op=op)
+
+
+def int_clamp(dst, x, lo, hi):
+    t = x
+    if lo is not None:
+        t = _tmp(x, nl.int32) if hi is not None else dst
+        nisa.tensor_tensor(dst=t, data1=x, data2=nl.full(x.shape, lo, dtype=nl.int32), op=A.maximum)
+    if hi is not None:
+        nisa.tensor_tensor(dst=dst, data1=t, data2=nl.full(x.shape, hi, dtype=nl.int32), op=A.minimum)
+
+
+def bits(dst, x, y=None, *, op, value=0):
+    """Bit operators on VectorE (integers as bit patterns)."""
+    if y is None:
+        nisa.tensor_scalar(dst=dst, data=x, op0=op, operand0=value, engine=nisa.vector_engine)
+    else:
+        nisa.tensor_tensor(dst=dst, data1=x, data2=y, op=op, engine=nisa.vector_engine)
+
+
+# ---------------------------------------------------------------- planner helpers
+
+
+def _base(call: Call) -> str:
+    return call.op.name().removeprefix("aten::").split(".")[0]
+
+
+def _scalar(x) -> float | int | None:
+    """A Python number or 0-dim CPU tensor (trace-time constant); None otherwise."""
     if isinstance(x, Tensor):
-        return float(x.item()) if x.is_cpu and x.dim() == 0 else None
+        if not (x.is_cpu and x.dim() == 0):
+            return None
+        x = x.item()
     if isinstance(x, bool):
-        return None
-    if isinstance(x, int | float):
-        return float(x)
-    return None
+        return int(x)
+    return x if isinstance(x, int | float) else None
 
 
 def _floats(call: Call) -> bool:
     return all(t.dtype in FLOAT_DTYPES for t in (*call.inputs, *call.outputs))
 
 
-@native(
-    "aten::add.Tensor", "aten::add_.Tensor", "aten::sub.Tensor", "aten::sub_.Tensor",
-    "aten::mul.Tensor", "aten::mul_.Tensor", "aten::div.Tensor", "aten::div_.Tensor",
-)
-def plan_binary(call: Call) -> Launch | None:
+def _all(call: Call, dtypes) -> bool:
+    return all(t.dtype in dtypes for t in (*call.inputs, *call.outputs))
+
+
+def _as_dtype(value: float, dtype: torch.dtype) -> float:
+    """``value`` rounded to ``dtype``, as ATen casts a comparison's or clamp's scalar."""
+    return float(torch.tensor(value, dtype=torch.float64).to(dtype).item())
+
+
+def _int32(v) -> bool:
+    return isinstance(v, int) and -(2**31) <= v < 2**31
+
+
+def _launch(call: Call, compute, n_inputs: int | None = None, **params) -> Launch:
+    n = len(call.inputs) if n_inputs is None else n_inputs
+    return Launch(elementwise, (OUT(0), *(IN(i) for i in range(n))), {"compute": compute, "params": params})
+
+
+def _names(bases, overloads=("default",), inplace=True) -> list[str]:
+    """The ATen op names among ``base[_].overload`` that exist."""
+    found = []
+    for base in bases:
+        for b in (base, f"{base}_") if inplace else (base,):
+            packet = getattr(torch.ops.aten, b, None)
+            for ov in overloads:
+                if packet is not None and ov in packet.overloads():
+                    found.append(f"aten::{b}.{ov}")
+    return found
+
+
+# ---------------------------------------------------------------- unary float ops
+
+
+_LN2 = math.log(2.0)
+_UNARY = {  # base -> (compute, params)
+    "exp": (act, {"func": ActFunc.exp}),
+    "exp2": (act, {"func": ActFunc.exp, "scale": _LN2}),
+    "log": (act, {"func": ActFunc.log}),
+    "log2": (act_then, {"func": ActFunc.log, "op": A.multiply, "value": 1.0 / _LN2}),
+    "log10": (act_then, {"func": ActFunc.log, "op": A.multiply, "value": 1.0 / math.log(10.0)}),
+    "tanh": (act, {"func": ActFunc.tanh}),
+    "sigmoid": (act, {"func": ActFunc.sigmoid}),
+    "relu": (act, {"func": ActFunc.relu}),
+    "silu": (act, {"func": ActFunc.silu}),
+    "erf": (act, {"func": ActFunc.erf}),
+    "sin": (act, {"func": ActFunc.sin}),
+    "cos": (act, {"func": ActFunc.sin, "bias": math.pi / 2}),  # cos x = sin(x + pi/2)
+    "sqrt": (act, {"func": ActFunc.sqrt}),
+    "rsqrt": (act, {"func": ActFunc.rsqrt}),
+    "reciprocal": (alu, {"op0": A.reciprocal}),  # VectorE: ScalarE's "+ bias" would turn -0.0 into 0.0
+    "abs": (act, {"func": ActFunc.abs}),
+    "neg": (act, {"func": ActFunc.copy, "scale": -1.0}),
+    "sign": (sign, {}),
+    "sgn": (sign, {}),
+    "mish": (mish, {}),
+    "hardsigmoid": (hardsigmoid, {}),
+    "hardswish": (hardswish, {}),
+}
+
+
+@native(*_names(k for k in _UNARY if k not in ("neg", "abs")))  # neg, abs: see plan_neg_abs
+def plan_unary(call: Call) -> Launch | None:
+    if not _floats(call) or len(call.inputs) != 1:
+        return None
+    compute, params = _UNARY[_base(call).rstrip("_")]
+    return _launch(call, compute, **params)
+
+
+@native(*_names(["gelu"]))
+def plan_gelu(call: Call) -> Launch | None:
     if not _floats(call):
         return None
-    base = call.op.name().removeprefix("aten::").split(".")[0].rstrip("_")
-    op = _BINARY[base]
-    alpha = _scalar_value(call.arg(2, "alpha", 1.0)) if base in ("add", "sub") else 1.0
-    if alpha is None:
+    func = ActFunc.gelu if call.arg(1, "approximate", "none") == "none" else ActFunc.gelu_apprx_tanh
+    return _launch(call, act, func=func)
+
+
+@native("aten::softplus.default")
+def plan_softplus(call: Call) -> Launch | None:
+    beta, th = _scalar(call.arg(1, "beta", 1)), _scalar(call.arg(2, "threshold", 20))
+    # Past the threshold ATen returns x; log1p(exp(b x)) / b differs from x by < e^-th / th relative.
+    if not _floats(call) or beta is None or th is None or beta <= 0 or th < 12:
         return None
-    other = call.arg(1, "other")
-    if isinstance(other, Tensor) and not other.is_cpu:
-        if base == "sub":
-            op, alpha = (AluOp.subtract, 1.0) if alpha == 1.0 else (AluOp.add, -alpha)
-        return Launch(binary, (OUT(0), IN(0), IN(1)), {"op": op, "alpha": alpha})
-    value = _scalar_value(other)
-    if value is None or len(call.inputs) != 1:
+    if beta == 1:
+        return _launch(call, act, func=ActFunc.softplus)
+    return _launch(call, act_then, func=ActFunc.softplus, scale=float(beta), op=A.divide, value=float(beta))
+
+
+@native(*_names(["leaky_relu"]))
+def plan_leaky_relu(call: Call) -> Launch | None:
+    slope = _scalar(call.arg(1, "negative_slope", 0.01))
+    if not _floats(call) or slope is None:
         return None
-    if base in ("add", "sub"):  # a +- alpha * s: one add of a constant
-        value, op = (value * alpha if base == "add" else -value * alpha), AluOp.add
-    return Launch(binary_scalar, (OUT(0), IN(0)), {"op": op, "value": value})
+    return _launch(call, leaky_relu, slope=float(slope))
 
 
-_ACTIVATIONS = {"exp": ActFunc.exp, "tanh": ActFunc.tanh, "relu": ActFunc.relu, "sigmoid": ActFunc.sigmoid}
-
-
-@native("aten::exp.default", "aten::tanh.default", "aten::relu.default", "aten::sigmoid.default",
-        "aten::gelu.default")
-def plan_activation(call: Call) -> Launch | None:
-    if not _floats(call):
+@native(*_names(["elu"]))
+def plan_elu(call: Call) -> Launch | None:
+    alpha, scale, in_scale = (_scalar(call.arg(i, n, 1)) for i, n in
+                              ((1, "alpha"), (2, "scale"), (3, "input_scale")))
+    if not _floats(call) or None in (alpha, scale, in_scale) or in_scale <= 0:
         return None
-    base = call.op.name().removeprefix("aten::").split(".")[0]
-    if base == "gelu":
-        approximate = call.arg(1, "approximate", "none")
-        func = ActFunc.gelu if approximate == "none" else ActFunc.gelu_apprx_tanh
+    return _launch(call, elu, alpha=float(alpha), scale=float(scale), input_scale=float(in_scale))
+
+
+@native(*_names(["threshold"]))
+def plan_threshold(call: Call) -> Launch | None:
+    th, value = _scalar(call.arg(1, "threshold")), _scalar(call.arg(2, "value"))
+    if not _floats(call) or th is None or value is None:
+        return None
+    dtype = call.inputs[0].dtype
+    return _launch(call, threshold, th=_as_dtype(th, dtype), value=float(value))
+
+
+@native(*_names(["hardtanh"]), *_names(["clamp", "clamp_min", "clamp_max"]))
+def plan_clamp_scalar(call: Call) -> Launch | None:
+    base = _base(call).rstrip("_")
+    dtype = call.inputs[0].dtype
+    if base == "hardtanh":
+        lo, hi = _scalar(call.arg(1, "min_val", -1)), _scalar(call.arg(2, "max_val", 1))
+    elif base == "clamp":
+        lo, hi = call.arg(1, "min"), call.arg(2, "max")
+        if (lo is not None and _scalar(lo) is None) or (hi is not None and _scalar(hi) is None):
+            return None
+        lo, hi = (None if v is None else _scalar(v) for v in (lo, hi))
+        if lo is None and hi is None:
+            return None
     else:
-        func = _ACTIVATIONS[base]
-    return Launch(activation, (OUT(0), IN(0)), {"func": func})
+        v = _scalar(call.arg(1, base[-3:]))
+        if v is None:
+            return None
+        lo, hi = (v, None) if base == "clamp_min" else (None, v)
+    if len(call.inputs) != 1 or (base == "hardtanh" and (lo is None or hi is None)):
+        return None
+    if _all(call, (torch.int32,)) and all(v is None or _int32(v) for v in (lo, hi)):
+        return _launch(call, int_clamp, lo=lo, hi=hi)
+    if not _floats(call):
+        return None
+    ops = [(A.maximum, _as_dtype(lo, dtype)) if lo is not None else None,
+           (A.minimum, _as_dtype(hi, dtype)) if hi is not None else None]
+    (op0, v0), *rest = [o for o in ops if o is not None]
+    op1, v1 = rest[0] if rest else (None, None)
+    return _launch(call, alu, op0=op0, v0=v0, op1=op1, v1=v1)
+
+
+@native(*_names(["clamp", "clamp_min", "clamp_max"], ("Tensor",)))
+def plan_clamp_tensor(call: Call) -> Launch | None:
+    if not _floats(call) or len({t.dtype for t in call.inputs}) != 1:
+        return None
+    base = _base(call).rstrip("_")
+    if base != "clamp":
+        return _launch(call, alu2, op=A.maximum if base == "clamp_min" else A.minimum)
+    bounds = [call.arg(1, "min"), call.arg(2, "max")]
+    if any(b is not None and not (isinstance(b, Tensor) and not b.is_cpu) for b in bounds):
+        return None  # a CPU bound
+    if bounds[0] is not None and bounds[1] is not None:
+        return _launch(call, clamp2)
+    if bounds[0] is None and bounds[1] is None:
+        return None
+    return _launch(call, alu2, op=A.maximum if bounds[1] is None else A.minimum)
+
+
+# ---------------------------------------------------------------- backward ops
+
+
+_BACKWARD = {
+    "sigmoid_backward": sigmoid_backward,
+    "tanh_backward": tanh_backward,
+    "silu_backward": silu_backward,
+}
+
+
+@native("aten::sigmoid_backward.default", "aten::tanh_backward.default", "aten::silu_backward.default",
+        "aten::gelu_backward.default", "aten::threshold_backward.default")
+def plan_backward(call: Call) -> Launch | None:
+    if not _floats(call) or len(call.inputs) != 2:
+        return None
+    base = _base(call)
+    if base == "gelu_backward":
+        if call.arg(2, "approximate", "none") != "none":
+            return None
+        return _launch(call, gelu_backward)
+    if base == "threshold_backward":
+        th = _scalar(call.arg(2, "threshold"))
+        if th is None:
+            return None
+        return _launch(call, threshold_backward, th=_as_dtype(th, call.inputs[1].dtype))
+    return _launch(call, _BACKWARD[base])
+
+
+# ---------------------------------------------------------------- binary ops
+
+
+_ARITH = {"add": A.add, "sub": A.subtract, "mul": A.multiply, "div": A.divide, "rsub": A.subtract,
+          "maximum": A.maximum, "minimum": A.minimum, "pow": A.power, "fmod": A.mod}
+_COMPARE = {"eq": A.equal, "ne": A.not_equal, "lt": A.less, "le": A.less_equal, "gt": A.greater,
+            "ge": A.greater_equal}
+_LOGICAL = {"logical_and": A.logical_and, "logical_or": A.logical_or, "logical_xor": A.logical_xor}
+_BITWISE = {"bitwise_and": A.bitwise_and, "bitwise_or": A.bitwise_or, "bitwise_xor": A.bitwise_xor}
+_INT_EXACT = {"add", "sub", "mul", "rsub", "maximum", "minimum"}  # GpSimd's native int32 operators
+
+
+def _other(call: Call):
+    """(device tensor or None, scalar or None) for the second operand."""
+    if call.arg(0, "self") is not call.inputs[0]:  # a Python scalar ``self`` (rsub's decomposition)
+        return None, None
+    name = "exponent" if _base(call).startswith("pow") else "other"
+    other = call.arg(1, name)
+    if isinstance(other, Tensor) and not other.is_cpu:
+        return other, None
+    return None, _scalar(other)
+
+
+@native(*(n for n in _names(_ARITH, ("Tensor", "Scalar", "Tensor_Tensor", "Tensor_Scalar", "default"))
+          if n != "aten::pow.Scalar"))  # pow.Scalar's base is the scalar
+def plan_arith(call: Call) -> Launch | None:
+    base = _base(call).rstrip("_")
+    op = _ARITH[base]
+    tensor, value = _other(call)
+    alpha = _scalar(call.arg(2, "alpha", 1)) if base in ("add", "sub", "rsub") else 1
+    if base == "sub" and len(call.inputs) == 1 and call.arg(1, "other") is call.inputs[0]:
+        s = _scalar(call.arg(0, "self"))  # s - alpha * x (what rsub with a scalar becomes)
+        if s is None or alpha is None or not _floats(call):
+            return None
+        return _launch(call, alu, op0=A.multiply, v0=-float(alpha), op1=A.add, v1=float(s))
+    if tensor is None and value is None:
+        return None
+    if alpha is None or (base == "div" and call.kwargs.get("rounding_mode") is not None):
+        return None
+    if _all(call, (torch.int32,)):
+        return _plan_int_arith(call, base, op, tensor, value, alpha)
+    if not _floats(call):
+        return None
+    alpha = float(alpha)
+    if tensor is not None:
+        if base == "sub":
+            op, alpha = (A.subtract, 1.0) if alpha == 1.0 else (A.add, -alpha)
+        if base == "rsub":  # other - alpha * self
+            if alpha == 1.0:
+                return Launch(elementwise, (OUT(0), IN(1), IN(0)), {"compute": alu2, "params": {"op": op}})
+            return Launch(elementwise, (OUT(0), IN(1), IN(0)),
+                          {"compute": _rsub_alpha, "params": {"alpha": alpha}})
+        return _launch(call, alu2, op=op, alpha=alpha)
+    value = float(value)
+    if base in ("add", "sub"):  # a +- alpha * s: one add of a constant
+        return _launch(call, alu, op0=A.add, v0=value * alpha if base == "add" else -value * alpha)
+    if base == "rsub":  # s - alpha * a
+        return _launch(call, alu, op0=A.multiply, v0=-alpha, op1=A.add, v1=value)
+    return _launch(call, alu, op0=op, v0=value)
+
+
+def _rsub_alpha(dst, other, x, alpha):  # other - alpha * x, as (x * -alpha) + other
+    nisa.scalar_tensor_tensor(dst=dst, data=x, op0=A.multiply, operand0=-alpha, op1=A.add, operand1=other)
+
+
+def _plan_int_arith(call, base, op, tensor, value, alpha) -> Launch | None:
+    if base not in _INT_EXACT or not _int32(alpha) or (value is not None and not _int32(value)):
+        return None
+    if base == "rsub":
+        if tensor is None:  # s - alpha * a: a * -alpha, + s
+            return None
+        return Launch(elementwise, (OUT(0), IN(1), IN(0)),
+                      {"compute": int_binary, "params": {"op": A.subtract, "alpha": alpha}})
+    if tensor is None:
+        if alpha != 1:
+            return None
+        return _launch(call, int_binary, n_inputs=1, op=op, value=value)
+    return _launch(call, int_binary, op=op, alpha=alpha)
+
+
+@native(*_names(_COMPARE, ("Tensor", "Scalar")), *_names(_LOGICAL))
+def plan_compare(call: Call) -> Launch | None:
+    base = _base(call).rstrip("_")
+    op = _COMPARE.get(base) or _LOGICAL[base]
+    tensor, value = _other(call)
+    if tensor is None and value is None:
+        return None
+    dtypes = {t.dtype for t in call.inputs}
+    out = call.outputs[0].dtype
+    if dtypes == {torch.int32} and out in (torch.int32, torch.bool) and (value is None or _int32(value)):
+        return _launch(call, int_binary, op=op, value=value)
+    # fp32 path: exact for floats and small ints; logic only asks "nonzero", which fp32 keeps for int32.
+    exact = dtypes <= {*FLOAT_DTYPES, *SMALL_INTS} or (op in _LOGICAL.values() and torch.int32 in dtypes)
+    if not exact or (out not in FLOAT_DTYPES and out is not torch.bool):
+        return None
+    if tensor is not None:
+        common = torch.promote_types(*dtypes) if len(dtypes) == 2 else dtypes.pop()
+        if base in _COMPARE and common in (torch.bfloat16, torch.float16) and not dtypes <= {
+                common, torch.bool, torch.int8, torch.uint8}:
+            return None  # ATen compares after rounding an int16 (or fp32) operand to the 16-bit type
+        return _launch(call, alu2, op=op)
+    common = torch.result_type(call.inputs[0], value)
+    if common in FLOAT_DTYPES:
+        return _launch(call, alu, op0=op, v0=_as_dtype(value, common))
+    if not isinstance(value, int) or not torch.iinfo(common).min <= value <= torch.iinfo(common).max:
+        return None
+    return _launch(call, alu, op0=op, v0=float(value))
+
+
+@native("aten::logical_not.default", "aten::logical_not_.default")
+def plan_logical_not(call: Call) -> Launch | None:
+    if not _all(call, (*FLOAT_DTYPES, *BIT_DTYPES)):
+        return None
+    return _launch(call, alu, op0=A.equal, v0=0.0)
+
+
+@native(*_names(_BITWISE, ("Tensor", "Scalar")))
+def plan_bitwise(call: Call) -> Launch | None:
+    op = _BITWISE[_base(call).rstrip("_")]
+    tensor, value = _other(call)
+    if len({t.dtype for t in (*call.inputs, *call.outputs)}) != 1 or not _all(call, BIT_DTYPES):
+        return None
+    if tensor is not None:
+        return _launch(call, bits, op=op)
+    if not isinstance(value, int):
+        return None
+    return _launch(call, bits, op=op, value=value)
+
+
+@native("aten::bitwise_not.default", "aten::bitwise_not_.default")
+def plan_bitwise_not(call: Call) -> Launch | None:
+    if len({t.dtype for t in (*call.inputs, *call.outputs)}) != 1 or not _all(call, BIT_DTYPES):
+        return None
+    if call.inputs[0].dtype is torch.bool:  # ~True is False: xor with 1 on the one-bit type
+        return _launch(call, bits, op=A.bitwise_xor, value=1)
+    return _launch(call, bits, op=A.invert, value=0)
+
+
+@native("aten::neg.default", "aten::neg_.default", "aten::abs.default", "aten::abs_.default")
+def plan_neg_abs(call: Call) -> Launch | None:
+    base = _base(call).rstrip("_")
+    if _all(call, (torch.int32,)):
+        if base == "neg":
+            return _launch(call, int_unary, op=A.subtract, value=0, reverse=True)
+        return _launch(call, int_unary, op=A.abs_max, value=0)
+    return plan_unary(call)
+
+
+# ---------------------------------------------------------------- fills
+
+
+@native("aten::fill_.Scalar", "aten::zero_.default")
+def plan_fill(call: Call) -> Launch | None:
+    value = 0 if _base(call) == "zero_" else _scalar(call.arg(1, "value"))
+    dtype = call.inputs[0].dtype
+    if value is None or dtype not in (*FLOAT_DTYPES, *BIT_DTYPES):
+        return None
+    if dtype is torch.bool:
+        value = float(value != 0)
+    elif dtype in FLOAT_DTYPES:
+        if isinstance(value, float) and dtype is not torch.float32 and _as_dtype(value, dtype) != _as_dtype(
+                _as_dtype(value, torch.float32), dtype):
+            return None  # memset rounds through fp32: a double rounding ATen does not do
+    else:
+        info = torch.iinfo(dtype)
+        if not isinstance(value, int) or not info.min <= value <= info.max:
+            return None
+    return _launch(call, fill, n_inputs=0, value=float(value))

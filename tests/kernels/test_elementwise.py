@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import DTYPES, assert_matches_cpu, ran_natively
+from conftest import DTYPES, assert_matches_cpu, ran_natively, tolerance
 
 SHAPES = [
     ((300, 70), (300, 70)),  # contiguous: flat tiles plus tails
@@ -52,7 +52,7 @@ def test_mixed_dtypes_promote_as_aten_does():
     assert_matches_cpu(out, a + b)
 
 
-def test_non_float_dtypes_fall_back():
+def test_int64_falls_back():
     x = torch.arange(10).to("neuron")
     torch.neuron.clear_op_tracking()
     assert (x * x).cpu().tolist() == [i * i for i in range(10)]
@@ -72,3 +72,105 @@ def test_activations(fn, dtype):
     x = (torch.randn(130, 257) * 2).to(dtype)
     assert_matches_cpu(fn(x.to("neuron")), fn(x))
     assert torch.neuron.get_fallback_ops() == []
+
+
+# ---------------------------------------------------------------- breadth (issue #5)
+
+import neuronsim.kernels.elementwise  # noqa: E402, F401  (its real kernels, before the manifest lists them)
+
+F = torch.nn.functional
+ATEN = torch.ops.aten
+UNARY = {  # name -> (fn, ATen op that must run natively)
+    "exp2": (torch.exp2, "aten::exp2"), "log": (lambda a: torch.log(a.abs() + 0.1), "aten::log"),
+    "log2": (lambda a: torch.log2(a.abs() + 0.1), "aten::log2"),
+    "log10": (lambda a: torch.log10(a.abs() + 0.1), "aten::log10"), "silu": (F.silu, "aten::silu"),
+    "erf": (torch.erf, "aten::erf"), "sin": (torch.sin, "aten::sin"), "cos": (torch.cos, "aten::cos"),
+    "rsqrt": (lambda a: torch.rsqrt(a * a + 0.1), "aten::rsqrt"), "reciprocal": (torch.reciprocal, "aten::reciprocal"),
+    "neg": (torch.neg, "aten::neg"), "sign": (torch.sign, "aten::sign"), "mish": (F.mish, "aten::mish"),
+    "hardsigmoid": (F.hardsigmoid, "aten::hardsigmoid"), "hardswish": (F.hardswish, "aten::hardswish"),
+    "softplus": (lambda a: F.softplus(a, beta=2, threshold=15), "aten::softplus"),
+    "leaky_relu": (lambda a: F.leaky_relu(a, 1.5), "aten::leaky_relu"), "selu": (F.selu, "aten::elu"),
+    "celu": (lambda a: F.celu(a, 0.7), "aten::elu"), "threshold": (lambda a: F.threshold(a, 0.5, -2.0), "aten::threshold"),
+    "relu6": (F.relu6, "aten::hardtanh"), "clamp": (lambda a: a.clamp(-1, 2), "aten::clamp"),
+    "clamp_min": (lambda a: a.clamp_min(0.3), "aten::clamp_min"), "pow": (lambda a: a ** 3, "aten::pow.Tensor_Scalar"),
+    "gt": (lambda a: a > 0.1, "aten::gt.Scalar"), "ne": (lambda a: a != 0.1, "aten::ne.Scalar"),
+    "fill_": (lambda a: (a * 1).fill_(2.5), "aten::fill_.Scalar"), "zero_": (lambda a: (a * 1).zero_(), "aten::zero_"),
+    "add_": (lambda a: (a * 1).add_(1.5, alpha=2), "aten::add_.Tensor"), "rsub": (lambda a: 2 - a, "aten::sub.Tensor"),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_breadth(name, dtype):
+    fn, aten = UNARY[name]
+    torch.manual_seed(3)
+    x = (torch.randn(37, 65) * 3).to(dtype)
+    x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0])
+    if name == "silu":  # ScalarE's silu(-inf) is its limit 0; ATen's -inf * sigmoid(-inf) is NaN
+        x[0, 2] = 0.0
+    expected = fn(x)
+    torch.neuron.clear_op_tracking()
+    got = fn(x.to("neuron"))
+    assert any(op.startswith(aten) for op in torch.neuron.get_executed_ops()), torch.neuron.get_fallback_ops()
+    assert_matches_cpu(got, expected, **tolerance(dtype), equal_nan=True)
+
+
+BINARY = {
+    "maximum": (torch.maximum, "aten::maximum"), "minimum": (torch.minimum, "aten::minimum"),
+    "fmod": (torch.fmod, "aten::fmod.Tensor"), "pow": (lambda a, b: a.abs() ** (b / 3), "aten::pow.Tensor_Tensor"),
+    "rsub": (lambda a, b: torch.rsub(a, b, alpha=0.5), "aten::rsub.Tensor"),
+    "eq": (lambda a, b: a == b.round(), "aten::eq.Tensor"), "le": (torch.le, "aten::le.Tensor"),
+    "clamp": (lambda a, b: a.clamp(b - 1, b + 1), "aten::clamp.Tensor"),
+    "sigmoid_backward": (lambda g, y: ATEN.sigmoid_backward(g, torch.sigmoid(y)), "aten::sigmoid_backward"),
+    "tanh_backward": (lambda g, y: ATEN.tanh_backward(g, torch.tanh(y)), "aten::tanh_backward"),
+    "silu_backward": (ATEN.silu_backward, "aten::silu_backward"), "gelu_backward": (ATEN.gelu_backward, "aten::gelu_backward"),
+    "threshold_backward": (lambda g, x: ATEN.threshold_backward(g, x, 0.0), "aten::threshold_backward"),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", BINARY)
+def test_binary_breadth(name, dtype):
+    fn, aten = BINARY[name]
+    torch.manual_seed(4)
+    a, b = ((torch.randn(37, 65) * 3).to(dtype) for _ in range(2))
+    expected = fn(a, b)
+    torch.neuron.clear_op_tracking()
+    got = fn(a.to("neuron"), b.to("neuron"))
+    assert any(op.startswith(aten) for op in torch.neuron.get_executed_ops()), torch.neuron.get_fallback_ops()
+    assert_matches_cpu(got, expected, **tolerance(dtype), equal_nan=True)
+
+
+INT32 = {
+    "add": (lambda a, b: torch.add(a, b, alpha=3), "aten::add.Tensor"), "mul": (torch.mul, "aten::mul.Tensor"),
+    "max": (torch.maximum, "aten::maximum"), "lt": (torch.lt, "aten::lt.Tensor"),
+    "and": (torch.bitwise_and, "aten::bitwise_and.Tensor"), "xor": (lambda a, b: a ^ b, "aten::bitwise_xor.Tensor"),
+    "not": (lambda a, b: ~a, "aten::bitwise_not"), "neg": (lambda a, b: -a, "aten::neg"),
+    "clamp": (lambda a, b: a.clamp(-5, 7), "aten::clamp"), "adds": (lambda a, b: a + 7, "aten::add.Tensor"),
+    "gts": (lambda a, b: a > 3, "aten::gt.Scalar"), "bool_and": (lambda a, b: (a > 0) & (b > 0), "aten::bitwise_and.Tensor"),
+    "fill_": (lambda a, b: (a * 1).fill_(-3), "aten::fill_.Scalar"),
+}
+
+
+@pytest.mark.parametrize("name", INT32)
+def test_int32_exact(name):
+    fn, aten = INT32[name]
+    torch.manual_seed(5)
+    a = torch.randint(-(2**30), 2**30, (37, 65), dtype=torch.int32)  # beyond fp32's exact integers
+    b = torch.randint(-(2**30), 2**30, (37, 65), dtype=torch.int32)
+    a[0, 0], b[0, 0] = 2**30 + 1, 2**30  # equal in fp32, different as ints
+    expected = fn(a, b)
+    torch.neuron.clear_op_tracking()
+    got = fn(a.to("neuron"), b.to("neuron"))
+    assert any(op.startswith(aten) for op in torch.neuron.get_executed_ops()), torch.neuron.get_fallback_ops()
+    assert torch.equal(got.cpu(), expected)
+
+
+def test_uncovered_signatures_fall_back():
+    x = torch.randn(8, 8).to("neuron")
+    torch.neuron.clear_op_tracking()
+    torch.div(x, x, rounding_mode="floor")
+    F.softplus(x, threshold=1.0)  # ATen's threshold changes the result: not one activation
+    torch.ops.aten.gelu_backward(x, x, approximate="tanh")
+    assert set(torch.neuron.get_fallback_ops()) >= {
+        "aten::div.Tensor_mode", "aten::softplus", "aten::gelu_backward"}
