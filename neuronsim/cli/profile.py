@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import click
 
 from neuronsim import env
@@ -69,7 +71,7 @@ def profile(
     enable_device_environment(chip, numerics)
     from neuronsim.cli.app import Abort, app
     from neuronsim.errors import ChipSpecError
-    from neuronsim.profiler import report, session
+    from neuronsim.profiler import session
     from neuronsim.sim.chips import get_chip
 
     try:
@@ -80,6 +82,26 @@ def profile(
     session.observe_nki_simulate()
     code, host_text = _run_recorded(script, args, host_ops, max_events, recording)
     session.stop()
+    # Writing builds many small objects over a heap the script left large (traced Programs,
+    # profiler results): full GC passes there would cost more than the writing itself.
+    gc.disable()
+    try:
+        files, doc = _write(recording, session, host_text, spec, max_events, out_dir, html)
+    finally:
+        gc.enable()
+    if as_json:
+        app.print_json(doc)
+    else:
+        from neuronsim.cli.render import render_summary
+
+        render_summary(doc, app.console, files)
+    return code
+
+
+def _write(recording, session, host_text, spec, max_events: int, out_dir: str, html: bool):
+    from neuronsim.cli.app import app
+    from neuronsim.profiler import report
+
     with app.status("writing the profile"):
         from neuronsim.profiler import lane
 
@@ -97,13 +119,7 @@ def profile(
             # the report draws the device tracks; host ops stay in trace.json
             (out / report.REPORT_FILE).write_text(render_html(doc, device_trace))
             files["report"] = str(out / report.REPORT_FILE)
-    if as_json:
-        app.print_json(doc)
-    else:
-        from neuronsim.cli.render import render_summary
-
-        render_summary(doc, app.console, files)
-    return code
+    return files, doc
 
 
 def _run_recorded(script: str, args, host_ops: bool, max_events: int, recording) -> tuple[int, str | None]:
