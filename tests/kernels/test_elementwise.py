@@ -60,8 +60,12 @@ def test_int64_falls_back():
 
 
 ACTIVATIONS = [
-    torch.exp, torch.tanh, torch.relu, torch.sigmoid,
-    torch.nn.functional.gelu, lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    torch.exp,
+    torch.tanh,
+    torch.relu,
+    torch.sigmoid,
+    torch.nn.functional.gelu,
+    lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
 ]
 
 
@@ -81,21 +85,36 @@ import neuronsim.kernels.elementwise  # noqa: E402, F401  (its real kernels, bef
 F = torch.nn.functional
 ATEN = torch.ops.aten
 UNARY = {  # name -> (fn, ATen op that must run natively)
-    "exp2": (torch.exp2, "aten::exp2"), "log": (lambda a: torch.log(a.abs() + 0.1), "aten::log"),
+    "exp2": (torch.exp2, "aten::exp2"),
+    "log": (lambda a: torch.log(a.abs() + 0.1), "aten::log"),
     "log2": (lambda a: torch.log2(a.abs() + 0.1), "aten::log2"),
-    "log10": (lambda a: torch.log10(a.abs() + 0.1), "aten::log10"), "silu": (F.silu, "aten::silu"),
-    "erf": (torch.erf, "aten::erf"), "sin": (torch.sin, "aten::sin"), "cos": (torch.cos, "aten::cos"),
-    "rsqrt": (lambda a: torch.rsqrt(a * a + 0.1), "aten::rsqrt"), "reciprocal": (torch.reciprocal, "aten::reciprocal"),
-    "neg": (torch.neg, "aten::neg"), "sign": (torch.sign, "aten::sign"), "mish": (F.mish, "aten::mish"),
-    "hardsigmoid": (F.hardsigmoid, "aten::hardsigmoid"), "hardswish": (F.hardswish, "aten::hardswish"),
+    "log10": (lambda a: torch.log10(a.abs() + 0.1), "aten::log10"),
+    "silu": (F.silu, "aten::silu"),
+    "erf": (torch.erf, "aten::erf"),
+    "sin": (torch.sin, "aten::sin"),
+    "cos": (torch.cos, "aten::cos"),
+    "rsqrt": (lambda a: torch.rsqrt(a * a + 0.1), "aten::rsqrt"),
+    "reciprocal": (torch.reciprocal, "aten::reciprocal"),
+    "neg": (torch.neg, "aten::neg"),
+    "sign": (torch.sign, "aten::sign"),
+    "mish": (F.mish, "aten::mish"),
+    "hardsigmoid": (F.hardsigmoid, "aten::hardsigmoid"),
+    "hardswish": (F.hardswish, "aten::hardswish"),
     "softplus": (lambda a: F.softplus(a, beta=2, threshold=15), "aten::softplus"),
-    "leaky_relu": (lambda a: F.leaky_relu(a, 1.5), "aten::leaky_relu"), "selu": (F.selu, "aten::elu"),
-    "celu": (lambda a: F.celu(a, 0.7), "aten::elu"), "threshold": (lambda a: F.threshold(a, 0.5, -2.0), "aten::threshold"),
-    "relu6": (F.relu6, "aten::hardtanh"), "clamp": (lambda a: a.clamp(-1, 2), "aten::clamp"),
-    "clamp_min": (lambda a: a.clamp_min(0.3), "aten::clamp_min"), "pow": (lambda a: a ** 3, "aten::pow.Tensor_Scalar"),
-    "gt": (lambda a: a > 0.1, "aten::gt.Scalar"), "ne": (lambda a: a != 0.1, "aten::ne.Scalar"),
-    "fill_": (lambda a: (a * 1).fill_(2.5), "aten::fill_.Scalar"), "zero_": (lambda a: (a * 1).zero_(), "aten::zero_"),
-    "add_": (lambda a: (a * 1).add_(1.5, alpha=2), "aten::add_.Tensor"), "rsub": (lambda a: 2 - a, "aten::sub.Tensor"),
+    "leaky_relu": (lambda a: F.leaky_relu(a, 1.5), "aten::leaky_relu"),
+    "selu": (F.selu, "aten::elu"),
+    "celu": (lambda a: F.celu(a, 0.7), "aten::elu"),
+    "threshold": (lambda a: F.threshold(a, 0.5, -2.0), "aten::threshold"),
+    "relu6": (F.relu6, "aten::hardtanh"),
+    "clamp": (lambda a: a.clamp(-1, 2), "aten::clamp"),
+    "clamp_min": (lambda a: a.clamp_min(0.3), "aten::clamp_min"),
+    "pow": (lambda a: a**3, "aten::pow.Tensor_Scalar"),
+    "gt": (lambda a: a > 0.1, "aten::gt.Scalar"),
+    "ne": (lambda a: a != 0.1, "aten::ne.Scalar"),
+    "fill_": (lambda a: (a * 1).fill_(2.5), "aten::fill_.Scalar"),
+    "zero_": (lambda a: (a * 1).zero_(), "aten::zero_"),
+    "add_": (lambda a: (a * 1).add_(1.5, alpha=2), "aten::add_.Tensor"),
+    "rsub": (lambda a: 2 - a, "aten::sub.Tensor"),
 }
 
 
@@ -116,14 +135,18 @@ def test_unary_breadth(name, dtype):
 
 
 BINARY = {
-    "maximum": (torch.maximum, "aten::maximum"), "minimum": (torch.minimum, "aten::minimum"),
-    "fmod": (torch.fmod, "aten::fmod.Tensor"), "pow": (lambda a, b: a.abs() ** (b / 3), "aten::pow.Tensor_Tensor"),
+    "maximum": (torch.maximum, "aten::maximum"),
+    "minimum": (torch.minimum, "aten::minimum"),
+    "fmod": (torch.fmod, "aten::fmod.Tensor"),
+    "pow": (lambda a, b: a.abs() ** (b / 3), "aten::pow.Tensor_Tensor"),
     "rsub": (lambda a, b: torch.rsub(a, b, alpha=0.5), "aten::rsub.Tensor"),
-    "eq": (lambda a, b: a == b.round(), "aten::eq.Tensor"), "le": (torch.le, "aten::le.Tensor"),
+    "eq": (lambda a, b: a == b.round(), "aten::eq.Tensor"),
+    "le": (torch.le, "aten::le.Tensor"),
     "clamp": (lambda a, b: a.clamp(b - 1, b + 1), "aten::clamp.Tensor"),
     "sigmoid_backward": (lambda g, y: ATEN.sigmoid_backward(g, torch.sigmoid(y)), "aten::sigmoid_backward"),
     "tanh_backward": (lambda g, y: ATEN.tanh_backward(g, torch.tanh(y)), "aten::tanh_backward"),
-    "silu_backward": (ATEN.silu_backward, "aten::silu_backward"), "gelu_backward": (ATEN.gelu_backward, "aten::gelu_backward"),
+    "silu_backward": (ATEN.silu_backward, "aten::silu_backward"),
+    "gelu_backward": (ATEN.gelu_backward, "aten::gelu_backward"),
     "threshold_backward": (lambda g, x: ATEN.threshold_backward(g, x, 0.0), "aten::threshold_backward"),
 }
 
@@ -142,12 +165,18 @@ def test_binary_breadth(name, dtype):
 
 
 INT32 = {
-    "add": (lambda a, b: torch.add(a, b, alpha=3), "aten::add.Tensor"), "mul": (torch.mul, "aten::mul.Tensor"),
-    "max": (torch.maximum, "aten::maximum"), "lt": (torch.lt, "aten::lt.Tensor"),
-    "and": (torch.bitwise_and, "aten::bitwise_and.Tensor"), "xor": (lambda a, b: a ^ b, "aten::bitwise_xor.Tensor"),
-    "not": (lambda a, b: ~a, "aten::bitwise_not"), "neg": (lambda a, b: -a, "aten::neg"),
-    "clamp": (lambda a, b: a.clamp(-5, 7), "aten::clamp"), "adds": (lambda a, b: a + 7, "aten::add.Tensor"),
-    "gts": (lambda a, b: a > 3, "aten::gt.Scalar"), "bool_and": (lambda a, b: (a > 0) & (b > 0), "aten::bitwise_and.Tensor"),
+    "add": (lambda a, b: torch.add(a, b, alpha=3), "aten::add.Tensor"),
+    "mul": (torch.mul, "aten::mul.Tensor"),
+    "max": (torch.maximum, "aten::maximum"),
+    "lt": (torch.lt, "aten::lt.Tensor"),
+    "and": (torch.bitwise_and, "aten::bitwise_and.Tensor"),
+    "xor": (lambda a, b: a ^ b, "aten::bitwise_xor.Tensor"),
+    "not": (lambda a, b: ~a, "aten::bitwise_not"),
+    "neg": (lambda a, b: -a, "aten::neg"),
+    "clamp": (lambda a, b: a.clamp(-5, 7), "aten::clamp"),
+    "adds": (lambda a, b: a + 7, "aten::add.Tensor"),
+    "gts": (lambda a, b: a > 3, "aten::gt.Scalar"),
+    "bool_and": (lambda a, b: (a > 0) & (b > 0), "aten::bitwise_and.Tensor"),
     "fill_": (lambda a, b: (a * 1).fill_(-3), "aten::fill_.Scalar"),
 }
 
@@ -173,4 +202,7 @@ def test_uncovered_signatures_fall_back():
     F.softplus(x, threshold=1.0)  # ATen's threshold changes the result: not one activation
     torch.ops.aten.gelu_backward(x, x, approximate="tanh")
     assert set(torch.neuron.get_fallback_ops()) >= {
-        "aten::div.Tensor_mode", "aten::softplus", "aten::gelu_backward"}
+        "aten::div.Tensor_mode",
+        "aten::softplus",
+        "aten::gelu_backward",
+    }

@@ -1,0 +1,215 @@
+"""OpInfo conformance: PyTorch's ``op_db`` sample inputs on the ``neuron`` device against ATen-CPU.
+
+``python -m neuronsim.kernels.conformance [--ops add mul ...] [--dtypes float32 bfloat16]
+[--budget 10] [--out table.csv]``: for each OpInfo (name + variant_test_name) and dtype it supports
+on CPU, each sample input is moved to ``neuron``, run, and compared with the CPU result. A row
+records whether the sample ran natively (no fallback op while it ran, at least one native op other
+than a transfer), pass/fail, the max error and the error text. A crashing sample is recorded and
+the run goes on; an op stops taking samples once it used its time budget. The summary prints pass
+rates for native and fallback samples and the distinct ATen ops that passed natively.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+TRANSFERS = {"aten::copy_", "aten::_to_copy", "aten::empty_strided", "aten::empty.memory_format"}
+
+
+@dataclass
+class Row:
+    op: str
+    variant: str
+    dtype: str
+    sample: int
+    native: bool
+    passed: bool
+    max_error: float
+    native_ops: str = ""
+    error: str = ""
+
+
+@dataclass
+class Summary:
+    rows: list[Row] = field(default_factory=list)
+
+    def rate(self, native: bool) -> tuple[int, int]:
+        rs = [r for r in self.rows if r.native is native]
+        return sum(r.passed for r in rs), len(rs)
+
+    def native_ops_passed(self) -> set[str]:
+        return {op for r in self.rows if r.native and r.passed for op in r.native_ops.split(";") if op}
+
+    def report(self) -> str:
+        (np_, nn), (fp, fn) = self.rate(True), self.rate(False)
+        pct = lambda a, b: 100.0 * a / b if b else 100.0  # noqa: E731
+        return (
+            f"samples: {len(self.rows)}  native: {np_}/{nn} passed ({pct(np_, nn):.1f}%)  "
+            f"fallback: {fp}/{fn} passed ({pct(fp, fn):.1f}%)  "
+            f"distinct ATen ops passed natively: {len(self.native_ops_passed())}"
+        )
+
+
+def _tolerance(dtype: torch.dtype) -> dict:
+    if dtype == torch.float32:
+        return {"rtol": 1e-4, "atol": 1e-5}
+    return {
+        "rtol": 2**-6,
+        "atol": 2**-6,
+    }  # two bf16 ulps: ATen rounds some intermediates, the engines keep fp32
+
+
+def _map(x, fn):
+    if isinstance(x, torch.Tensor):
+        return fn(x)
+    if isinstance(x, list | tuple):
+        return type(x)(_map(v, fn) for v in x)
+    if isinstance(x, dict):
+        return {k: _map(v, fn) for k, v in x.items()}
+    return x
+
+
+def _tensors(x) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, list | tuple):
+        return [t for v in x for t in _tensors(v)]
+    return []
+
+
+def _max_error(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
+    err = 0.0
+    for g, w in zip(got, want, strict=False):
+        if (
+            g.shape == w.shape
+            and g.numel()
+            and (w.is_floating_point() or w.dtype == torch.bool or not w.is_complex())
+        ):
+            d = (g.double() - w.double()).abs()
+            d = d[~(g.double().isnan() & w.double().isnan()) & (g.double() != w.double())]
+            err = max(err, float(d.max()) if d.numel() else 0.0)
+    return err
+
+
+def run_sample(opinfo, sample, dtype: torch.dtype) -> tuple[bool, bool, float, str, str]:
+    """(native, passed, max error, native ops, error) for one sample."""
+    want = opinfo(sample.input, *sample.args, **sample.kwargs)
+    dev = lambda t: t.detach().to("neuron")  # noqa: E731
+    args = _map((sample.input, sample.args, sample.kwargs), dev)
+    torch.neuron.clear_op_tracking()
+    got = opinfo(args[0], *args[1], **args[2])
+    executed = set(torch.neuron.get_executed_ops()) - TRANSFERS
+    fallback = set(torch.neuron.get_fallback_ops()) - TRANSFERS
+    native = bool(executed) and not fallback
+    got_cpu = _map(got, lambda t: t.cpu())
+    wl, gl = _tensors(want), _tensors(got_cpu)
+    err, msg = _max_error(gl, wl), ""
+    try:
+        if len(wl) != len(gl):
+            raise AssertionError(f"{len(gl)} results, expected {len(wl)}")
+        for g, w in zip(gl, wl, strict=True):
+            torch.testing.assert_close(g, w, equal_nan=True, **_tolerance(dtype))
+        passed = True
+    except AssertionError as e:
+        passed, msg = False, " ".join(str(e).split())[:300]
+    return native, passed, err, ";".join(sorted(executed)), msg
+
+
+def run(
+    ops: list[str] | None = None,
+    dtypes=(torch.float32, torch.bfloat16),
+    budget_s: float = 10.0,
+    max_samples: int = 50,
+    log=None,
+) -> Summary:
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    import neuronsim
+
+    neuronsim.enable()
+    summary = Summary()
+    for opinfo in op_db:
+        if ops and opinfo.name not in ops:
+            continue
+        supported = opinfo.supported_dtypes("cpu")
+        for dtype in dtypes:
+            if dtype not in supported:
+                continue
+            start = time.monotonic()
+            try:
+                samples = opinfo.sample_inputs("cpu", dtype)
+                for k, sample in enumerate(samples):
+                    if k >= max_samples or time.monotonic() - start > budget_s:
+                        break
+                    try:
+                        row = Row(
+                            opinfo.name,
+                            opinfo.variant_test_name,
+                            str(dtype).removeprefix("torch."),
+                            k,
+                            *run_sample(opinfo, sample, dtype),
+                        )
+                    except Exception as e:  # a crash is a failure of this sample; the run goes on
+                        row = Row(
+                            opinfo.name,
+                            opinfo.variant_test_name,
+                            str(dtype).removeprefix("torch."),
+                            k,
+                            False,
+                            False,
+                            float("nan"),
+                            "",
+                            f"{type(e).__name__}: {' '.join(str(e).split())[:300]}",
+                        )
+                    summary.rows.append(row)
+            except Exception as e:  # the sample generator itself failed
+                summary.rows.append(
+                    Row(
+                        opinfo.name,
+                        opinfo.variant_test_name,
+                        str(dtype),
+                        -1,
+                        False,
+                        False,
+                        float("nan"),
+                        "",
+                        f"samples: {type(e).__name__}: {e}"[:300],
+                    )
+                )
+            if log:
+                log(f"{opinfo.name}.{opinfo.variant_test_name} {dtype}")
+    return summary
+
+
+def write_csv(summary: Summary, path: str) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(Row.__dataclass_fields__))
+        w.writeheader()
+        for r in summary.rows:
+            w.writerow(asdict(r))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ops", nargs="*", help="OpInfo names (default: all of op_db)")
+    p.add_argument("--dtypes", nargs="*", default=["float32", "bfloat16"])
+    p.add_argument("--budget", type=float, default=10.0, help="seconds of samples per op and dtype")
+    p.add_argument("--out", help="CSV table of every sample")
+    p.add_argument("-v", "--verbose", action="store_true")
+    a = p.parse_args(argv)
+    log = (lambda m: print(m, file=sys.stderr, flush=True)) if a.verbose else None
+    summary = run(a.ops, tuple(getattr(torch, d) for d in a.dtypes), a.budget, log=log)
+    if a.out:
+        write_csv(summary, a.out)
+    print(summary.report())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
