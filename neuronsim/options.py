@@ -123,8 +123,7 @@ def current() -> SimOptions:
         global _environment_default
         if _environment_default is None:  # read the environment once per process, not per call
             _environment_default = from_environment()
-        opts = _environment_default
-        _current.set(opts)
+        opts = _environment_default  # not cached in the context: a thread's context can outlive a scope
     return opts
 
 

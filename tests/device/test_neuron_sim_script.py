@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -61,4 +64,11 @@ def test_example_runs_under_neuron_sim_and_matches_cpu(capsys):
     import train_gpt
 
     train_gpt.main([*argv, "--device", "cpu"])
-    assert on_neuron.stdout == capsys.readouterr().out and "loss" in on_neuron.stdout
+    on_cpu = capsys.readouterr().out
+    # Same steps printed; losses agree to the native kernels' numerics (they round as the chip does).
+    assert _losses(on_neuron.stdout) and len(_losses(on_neuron.stdout)) == len(_losses(on_cpu))
+    assert _losses(on_neuron.stdout) == pytest.approx(_losses(on_cpu), rel=1e-5)
+
+
+def _losses(out: str) -> list[float]:
+    return [float(m) for m in re.findall(r"loss ([-0-9.e+]+)", out)]

@@ -58,9 +58,9 @@ def train(model: nn.Module, make_optimizer, device: str, closure_style: bool = F
     return [p.detach().cpu() for p in model.parameters()]
 
 
-def assert_same(neuron: list[torch.Tensor], cpu: list[torch.Tensor]) -> None:
+def assert_same(neuron: list[torch.Tensor], cpu: list[torch.Tensor], rtol: float = 1e-5) -> None:
     for n, c in zip(neuron, cpu, strict=True):
-        torch.testing.assert_close(n, c, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(n, c, rtol=rtol, atol=rtol / 10)
 
 
 @pytest.mark.parametrize(("name", "variant"), CASES, ids=[f"{n}-{v}" for n, v in CASES])
@@ -82,7 +82,9 @@ def test_lbfgs_matches_cpu():
         return torch.optim.LBFGS(params, lr=0.5, max_iter=4, history_size=3)
 
     on_neuron = train(model, make, "neuron", closure_style=True)
-    assert_same(on_neuron, train(model, make, "cpu", closure_style=True))
+    # Native kernels round as the chip does (e.g. VectorE divide); LBFGS's line search over several
+    # inner iterations grows a last-bit difference to ~1e-5.
+    assert_same(on_neuron, train(model, make, "cpu", closure_style=True), rtol=1e-4)
 
 
 def test_muon_matches_cpu():
