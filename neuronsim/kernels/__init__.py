@@ -74,6 +74,12 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "neuronsim.kernels.norm": (
         "aten::native_layer_norm.default", "aten::native_layer_norm_backward.default",
     ),
+    "neuronsim.kernels.reduction": (
+        "aten::amax.default", "aten::amin.default", "aten::linalg_vector_norm.default",
+        "aten::max.default", "aten::mean.default", "aten::mean.dim", "aten::min.default",
+        "aten::prod.dim_int", "aten::std.correction", "aten::sum.default", "aten::sum.dim_IntList",
+        "aten::var.correction", "aten::var_mean.correction",
+    ),
     "neuronsim.kernels.softmax": (
         "aten::_log_softmax.default", "aten::_log_softmax_backward_data.default",
         "aten::_softmax.default", "aten::_softmax_backward_data.default",
