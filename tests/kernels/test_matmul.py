@@ -51,9 +51,6 @@ def _entry(op, *args):
     return registry.NativeOp(op, registry.PLANNERS[f"{op.name()}.default"])._build(args, {})
 
 
-@pytest.mark.xfail(strict=False, reason="1.21x today: TensorE waits ~27 us for the first K-chunks "
-                   "(every 128-partition DMA holds all 16 engines for >= dma_fixed_cost_ns, so the "
-                   "startup loads serialize); needs k-outer accumulation over PSUM banks while loading")
 def test_a_large_bf16_mm_is_tensor_engine_bound():
     """2048^3 bf16: within 10% of 2*M*K*N / tensor_engine_peak_flops_bf16 (traced and scheduled,
     not executed)."""
