@@ -60,10 +60,14 @@ def span_of(shape, stride) -> int:
 
 
 def operand_of(t: torch.Tensor) -> Operand:
+    shape, stride = tuple(t.shape), tuple(t.stride())
+    if t.dtype is torch.int64:
+        # No 64-bit dtype on the chip: an int64 tensor is its int32 words, (low, high) pairs along a
+        # trailing dim of 2 (little-endian), so a kernel DMAs the low words of index tensors.
+        return Operand((*shape, 2), (*(2 * s for s in stride), 1), np.dtype(np.int32), 2 * span_of(shape, stride))
     dtype = numpy_dtype(t.dtype)
     if dtype is None:
         raise TypeError(f"{t.dtype} has no NeuronCore dtype")
-    shape, stride = tuple(t.shape), tuple(t.stride())
     return Operand(shape, stride, dtype, span_of(shape, stride))
 
 
@@ -101,11 +105,13 @@ def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def span_array(t: torch.Tensor) -> np.ndarray:
-    """A zero-copy 1-D numpy view of the span of device tensor ``t``."""
-    h = host_view(t)
+    """A zero-copy 1-D numpy view of the span of device tensor ``t`` (or CPU tensor: runtime scalars)."""
+    h = t if t.is_cpu else host_view(t)
     flat = torch.as_strided(h, (span_of(t.shape, t.stride()),), (1,))
     if t.dtype is torch.bfloat16:
         return flat.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    if t.dtype is torch.int64:
+        return flat.numpy().view(np.int32)  # its int32 words, as operand_of declares it
     return flat.numpy()
 
 

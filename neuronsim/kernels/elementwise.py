@@ -42,7 +42,7 @@ BIT_DTYPES = (*SMALL_INTS, torch.int32)
 # ---------------------------------------------------------------- the kernel and its tile loop
 
 
-def _tile_loop(out, ins, compute):
+def tile_loop(out, ins, compute):
     """For every tile: load ``ins`` (broadcast to ``out``), ``compute(dst, *loaded)``, store."""
     views = [out, *(v.broadcast_to(out.shape) for v in ins)]
     tiles = elementwise_tiles(views)
@@ -61,7 +61,7 @@ def _tile_loop(out, ins, compute):
 
 def elementwise(out, *ins, compute, params):
     """The element-wise kernel: ``compute(dst_tile, *input_tiles, **params)`` per tile."""
-    _tile_loop(out, list(ins), lambda dst, *xs: compute(dst, *xs, **params))
+    tile_loop(out, list(ins), lambda dst, *xs: compute(dst, *xs, **params))
 
 
 def _tmp(like, dtype=F32):

@@ -59,7 +59,9 @@ _META = torch.device("meta")
 
 @dataclass(frozen=True)
 class Ref:
-    """An operand of a launch: input tensor ``index`` (``"in"``) or output ``index`` (``"out"``)."""
+    """An operand of a launch: input tensor ``index`` (``"in"``), output ``index`` (``"out"``), or
+    the op's runtime scalars (``"rt"``: an fp32 vector of the values of the arguments registered as
+    runtime, in argument order, lists flattened; filled per call, so they are not in the key)."""
 
     role: str
     index: int
@@ -73,6 +75,9 @@ def OUT(i: int) -> Ref:  # noqa: N802
     return Ref("out", i)
 
 
+RUNTIME = Ref("rt", 0)
+
+
 @dataclass(frozen=True)
 class Launch:
     """A planner's answer: ``body(*views, **statics)`` is NKI code on HBM views of ``operands``
@@ -82,6 +87,10 @@ class Launch:
     operands: tuple[Ref, ...]
     statics: dict = field(default_factory=dict)
     flops: float = 0.0  # model FLOPs of the op (TensorE FLOPs are counted from the trace if 0)
+    # A per-call check of input *values* that a signature cannot decide (index bounds, ...):
+    # ``admit(inputs)`` False runs that call on the host, where ATen raises its own error (or computes
+    # what the kernel does not cover). It runs before the Program, which never sees such values.
+    admit: Callable[[list[Tensor]], bool] | None = None
 
 
 @dataclass
@@ -92,8 +101,14 @@ class Call:
     plan: OpPlan
     args: tuple
     kwargs: dict
-    inputs: list[Tensor]  # the device tensors among the arguments, in argument order
+    inputs: list[Tensor]  # the device tensors among the arguments, in argument order (lists flattened)
     outputs: list[Tensor]  # meta tensors with the outputs' shapes, strides and dtypes
+    input_args: tuple[int, ...] = ()  # per input: the position of the argument it came from
+    runtime: tuple[float, ...] = ()  # this call's runtime scalars (the body sees them as RUNTIME)
+
+    def inputs_of(self, pos: int) -> list[Tensor]:
+        """The inputs that came from argument ``pos`` (one tensor, or a list's elements)."""
+        return [t for t, p in zip(self.inputs, self.input_args, strict=True) if p == pos]
 
     def arg(self, pos: int, name: str, default=None):
         if pos < len(self.args):
@@ -135,30 +150,56 @@ class _Decline(Exception):
     """The call is not something a native kernel takes (a CPU tensor operand, an odd aliasing)."""
 
 
-def signature_key(op, args: tuple, kwargs: dict) -> tuple:
+def _runtime_key(a):
+    """A runtime argument's part of the key: its kind and length, not its values."""
+    return ("rt", len(a)) if isinstance(a, list | tuple) else ("rt",)
+
+
+def signature_key(op, args: tuple, kwargs: dict, runtime: frozenset[int] = frozenset()) -> tuple:
     """(op, per-argument keys, keyword keys, the aliasing of a written ``self``).
 
-    Raises :class:`_Decline` for calls no kernel takes. The written operand of an in-place op is
-    either the same view as an input (that input is the output) or disjoint from it; anything else
-    declines, as a kernel reading and writing overlapping different views would be order-dependent.
+    Arguments at the positions in ``runtime`` enter by kind only (their values reach the kernel
+    per call). Raises :class:`_Decline` for calls no kernel takes. Each written operand of an
+    in-place op is either the same view as an input (that input is the output) or disjoint from
+    it; anything else declines, as a kernel reading and writing overlapping different views would
+    be order-dependent. A written list (``_foreach_*_``) is checked element by element against the
+    same element of the other lists, as ATen's multi-tensor kernels pair them.
     """
-    key = [op, tuple(_arg_key(a) for a in args)]
+    if runtime:
+        key = [op, tuple(_runtime_key(a) if i in runtime else _arg_key(a) for i, a in enumerate(args))]
+    else:
+        key = [op, tuple(_arg_key(a) for a in args)]
     if kwargs:
         key.append(tuple((k, _arg_key(v)) for k, v in kwargs.items()))
     plan = plan_for(op)
-    if plan.kind is WrapperKind.INPLACE and args and isinstance(args[0], Tensor):
-        self_t = args[0]
+    if plan.kind is WrapperKind.INPLACE and args:
+        written = args[0]
+        others = (*args[1:], *kwargs.values())
         aliases = []
-        for a in (*args[1:], *kwargs.values()):
-            if isinstance(a, Tensor) and not a.is_cpu:
-                if same_view(a, self_t):
-                    aliases.append(True)
-                elif overlaps(a, self_t):
-                    raise _Decline
-                else:
-                    aliases.append(False)
+        if isinstance(written, Tensor):
+            for a in others:
+                if isinstance(a, Tensor) and not a.is_cpu:
+                    aliases.append(_alias(a, written))
+        elif isinstance(written, list | tuple):
+            for a in others:
+                if isinstance(a, list | tuple) and len(a) == len(written):
+                    for x, w in zip(a, written):
+                        if isinstance(x, Tensor) and not x.is_cpu:
+                            aliases.append(_alias(x, w))
+                elif isinstance(a, Tensor) and not a.is_cpu:
+                    for w in written:
+                        if overlaps(a, w):  # e.g. a scale factor that is one of the written tensors
+                            raise _Decline
         key.append(tuple(aliases))
     return tuple(key)
+
+
+def _alias(read: Tensor, written: Tensor) -> bool:
+    if same_view(read, written):
+        return True
+    if overlaps(read, written):
+        raise _Decline
+    return False
 
 
 # ---------------------------------------------------------------- cache entries
@@ -172,7 +213,7 @@ class Entry:
     op: torch._ops.OpOverload
     plan: OpPlan
     name: str
-    input_positions: tuple[tuple[int, str | None], ...]  # where each input tensor is in (args, kwargs)
+    input_positions: tuple[InputPosition, ...]  # where each input tensor is in (args, kwargs)
     output_specs: tuple[tuple[tuple, tuple, torch.dtype], ...]  # fresh outputs: size, stride, dtype
     operand_refs: tuple[Ref, ...]  # the distinct operands, in the kernel's argument order
     traced: object
@@ -182,6 +223,10 @@ class Entry:
     flops: float
     engine_busy_ns: dict[str, float]
     bytes: int
+    written: int = 0  # in-place ops: the first ``written`` inputs (``self``, or its elements) are the outputs
+    runtime: tuple[tuple[int, str], ...] = ()  # (position, name) of the runtime-scalar arguments
+    returns_list: bool = False  # the op returns ``Tensor[]``
+    admit: Callable[[list[Tensor]], bool] | None = None  # see Launch.admit
     _bases: tuple | None = None  # (core memory, template bases) for the calling thread's core
 
     @property
@@ -207,14 +252,18 @@ class Entry:
         return bases
 
     def run(self, args: tuple, kwargs: dict):
-        inputs = [args[p] if p < len(args) else kwargs[n] for p, n in self.input_positions]
+        inputs = gather_inputs(self.input_positions, args, kwargs)
+        if self.admit is not None and not self.admit(inputs):
+            return NotImplemented  # the chokepoint runs this call on the host
         index = inputs[0].get_device()
         opts = current_options()
         if opts.numerics == "fast":
             result = run_on_host(self.plan, args, kwargs, charge=False)
         else:
             outputs = self._outputs(inputs, index)
-            operands = [inputs[r.index] if r.role == "in" else outputs[r.index] for r in self.operand_refs]
+            scalars = runtime_scalars(self.runtime, args, kwargs) if self.runtime else None
+            operands = [inputs[r.index] if r.role == "in" else outputs[r.index] if r.role == "out" else scalars
+                        for r in self.operand_refs]
             if opts.executor == "reference":
                 arrays = bind_arrays(self.program, self.hbm_slots, operands, self.fixed_arrays)
                 sim.run(self.program, arrays, self.prepared.chip, executor="reference")
@@ -236,29 +285,66 @@ class Entry:
         return result
 
     def _outputs(self, inputs, index) -> list[Tensor]:
-        if self.plan.kind is WrapperKind.INPLACE:
-            return [inputs[0]]
+        if self.written:
+            return inputs[: self.written]
         return [memory.empty_strided(size, stride, dtype, index) for size, stride, dtype in self.output_specs]
 
     def _result(self, args, outputs):
-        if self.plan.kind is WrapperKind.INPLACE:
-            return args[0]
+        if self.written:
+            return args[0] if self.plan.returns else None
+        if self.returns_list:
+            return outputs
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+InputPosition = tuple[int, str, "int | None"]  # (argument position, name, list element or None)
+
+
+def gather_inputs(positions: tuple[InputPosition, ...], args: tuple, kwargs: dict) -> list[Tensor]:
+    out = []
+    for pos, name, element in positions:
+        a = args[pos] if pos < len(args) else kwargs[name]
+        out.append(a if element is None else a[element])
+    return out
+
+
+def runtime_scalars(runtime: tuple[tuple[int, str], ...], args: tuple, kwargs: dict) -> Tensor:
+    """The call's runtime-scalar arguments as one fp32 vector (lists flattened, in argument order)."""
+    values = []
+    for pos, name in runtime:
+        a = args[pos] if pos < len(args) else kwargs[name]
+        if isinstance(a, list | tuple):
+            values.extend(float(x) for x in a)
+        else:
+            values.append(float(a))
+    return torch.tensor(values, dtype=torch.float32)
+
+
+def _written_self(plan: OpPlan) -> bool:
+    """In-place ops the kernels take: ``self`` (a tensor or a list) is the only written argument,
+    returned (``add_``) or not (``_foreach_add_``)."""
+    return plan.written == ((0, "self"),) and plan.returns in (((ReturnKind.WRITE, (0, "self")),), ())
 
 
 class NativeOp:
     """The chokepoint's native kernel for one ATen op: signature -> cached entry -> run."""
 
-    def __init__(self, op: torch._ops.OpOverload, planner: Planner):
+    def __init__(self, op: torch._ops.OpOverload, planner: Planner, runtime: tuple[str, ...] = ()):
         self.op = op
         self.planner = planner
         self.plan = plan_for(op)
+        names = [a.name for a in op._schema.arguments]
+        unknown = set(runtime) - set(names)
+        if unknown:
+            raise ValueError(f"{op}: runtime arguments {sorted(unknown)} are not in its schema")
+        self.runtime = tuple((pos, n) for pos, n in enumerate(names) if n in runtime)
+        self._runtime_positions = frozenset(pos for pos, _ in self.runtime)
         self.entries: dict[tuple, Entry | object] = {}
         self._lock = threading.Lock()
 
     def __call__(self, op, args: tuple, kwargs: dict):
         try:
-            key = (current_options().chip, *signature_key(op, args, kwargs))
+            key = (current_options().chip, *signature_key(op, args, kwargs, self._runtime_positions))
         except _Decline:
             return NotImplemented
         entry = self.entries.get(key)
@@ -275,77 +361,113 @@ class NativeOp:
 
     def _build(self, args: tuple, kwargs: dict):
         plan = self.plan
-        # Functional ops with any number of fresh results, and in-place ops returning ``self``.
+        # Functional ops with any number of fresh results, and in-place ops writing ``self``.
         if plan.kind is WrapperKind.FUNCTIONAL:
             if not plan.returns or any(kind is not ReturnKind.FRESH for kind, _ in plan.returns):
                 return _DECLINED
-        elif plan.kind is not WrapperKind.INPLACE or plan.returns != ((ReturnKind.WRITE, (0, "self")),):
+        elif plan.kind is not WrapperKind.INPLACE or not _written_self(plan):
             return _DECLINED
         positions = _tensor_positions(self.op, args, kwargs)
         if positions is None:
             return _DECLINED
-        inputs = [args[p] if p < len(args) else kwargs[n] for p, n in positions]
+        inputs = gather_inputs(positions, args, kwargs)
+        written = sum(1 for pos, _, _ in positions if pos == 0) if plan.kind is WrapperKind.INPLACE else 0
         outputs = _meta_outputs(self.op, args, kwargs)
-        if outputs is None or any(o.numel() == 0 for o in outputs) or any(t.numel() == 0 for t in inputs):
+        if outputs is None or any(t.numel() == 0 for t in inputs):
             return _DECLINED
-        call = Call(self.op, plan, args, kwargs, inputs, outputs)
+        if plan.kind is WrapperKind.INPLACE:
+            if not written:  # ``self`` is not a device tensor
+                return _DECLINED
+            outputs = [_to_meta(t) for t in inputs[:written]]
+        if any(o.numel() == 0 for o in outputs):
+            return _DECLINED
+        runtime = tuple(runtime_scalars(self.runtime, args, kwargs).tolist()) if self.runtime else ()
+        call = Call(self.op, plan, args, kwargs, inputs, outputs, tuple(p for p, _, _ in positions), runtime)
         launch = self.planner(call)
         if launch is None:
             return _DECLINED
-        return _trace_entry(self.op, plan, call, positions, launch)
+        return _trace_entry(self, call, positions, written, launch)
 
 
-def _tensor_positions(op, args, kwargs):
-    """(position, name) of each device tensor argument; None if a list holds tensors."""
+def _tensor_positions(op, args, kwargs) -> tuple[InputPosition, ...] | None:
+    """(position, name, list element) of each device tensor argument, lists' elements included;
+    None if there is none or a list holds a CPU tensor."""
     names = [a.name for a in op._schema.arguments]
-    out = []
+    out: list[InputPosition] = []
+
+    def add(pos, name, v):
+        if isinstance(v, Tensor):
+            if not v.is_cpu:
+                out.append((pos, name, None))
+            return True
+        if isinstance(v, list | tuple):
+            for j, x in enumerate(v):
+                if isinstance(x, Tensor):
+                    if x.is_cpu:
+                        return False
+                    out.append((pos, name, j))
+        return True
+
     for pos, a in enumerate(args):
-        if isinstance(a, Tensor) and not a.is_cpu:
-            out.append((pos, names[pos]))
-        elif isinstance(a, list | tuple) and any(isinstance(x, Tensor) for x in a):
+        if not add(pos, names[pos], a):
             return None
     for name, v in kwargs.items():
-        if isinstance(v, Tensor) and not v.is_cpu:
-            out.append((len(args) + 10_000, name))  # a keyword: looked up by name
-        elif isinstance(v, list | tuple) and any(isinstance(x, Tensor) for x in v):
+        if not add(len(args) + 10_000, name, v):  # a keyword: looked up by name
             return None
-    if not out:
-        return None
-    return tuple(out)
+    return tuple(out) or None
 
 
 def _to_meta(a):
     if isinstance(a, Tensor) and not a.is_cpu:
         return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META)
+    if isinstance(a, list | tuple):
+        return type(a)(_to_meta(x) for x in a)
     if isinstance(a, torch.device):
         return _META
     return a
 
 
 def _meta_outputs(op, args, kwargs) -> list[Tensor] | None:
+    """The op's results on meta tensors (in-place ops: ``[]``, the written inputs are the outputs)."""
     try:
         result = op(*[_to_meta(a) for a in args], **{k: _to_meta(v) for k, v in kwargs.items()})
     except Exception:  # invalid arguments: the host computes the op and raises torch's own error
         return None
+    if result is None:
+        return []
     results = result if isinstance(result, tuple | list) else (result,)
-    if not all(isinstance(r, Tensor) for r in results):
+    flat = []
+    for r in results:
+        flat.extend(r if isinstance(r, list) else (r,))
+    if not all(isinstance(r, Tensor) for r in flat):
         return None
-    return list(results)
+    return flat
 
 
-def _trace_entry(op, plan: OpPlan, call: Call, positions, launch: Launch) -> Entry:
-    # The distinct operands: an in-place op's output is its `self` input (and any input that is the
-    # same view as `self`), so they are one HBM tensor of the Program.
+def _trace_entry(native_op: NativeOp, call: Call, positions, written: int, launch: Launch) -> Entry:
+    op, plan = call.op, call.plan
+    scalars = torch.tensor(call.runtime, dtype=torch.float32) if native_op.runtime else None
+
     def resolve(ref: Ref) -> Tensor:
+        if ref.role == "rt":
+            if scalars is None:
+                raise AssertionError(f"{op}: the kernel uses RUNTIME but the op registered no runtime arguments")
+            return scalars
         return call.inputs[ref.index] if ref.role == "in" else call.outputs[ref.index]
 
-    # Only the aliasing the signature key records may be folded: an in-place op's output is its
-    # `self`, and so is an input that is the same view as `self`.
-    inplace = plan.kind is WrapperKind.INPLACE
-
+    # Only the aliasing the signature key records may be folded: an in-place op's output ``i`` is
+    # its written input ``i``, and so is an input that is the same view as it (the same element,
+    # for lists).
     def canonical(ref: Ref) -> Ref:
-        if inplace and (ref.role == "out" or (ref.index and same_view(resolve(ref), call.inputs[0]))):
-            return IN(0)
+        if not written:
+            return ref
+        if ref.role == "out":
+            return IN(ref.index)
+        if ref.role == "in" and ref.index >= written:
+            _, _, element = positions[ref.index]
+            w = element if element is not None and element < written else 0
+            if same_view(call.inputs[ref.index], call.inputs[w]):
+                return IN(w)
         return ref
 
     distinct: list[Ref] = []
@@ -386,11 +508,13 @@ def _trace_entry(op, plan: OpPlan, call: Call, positions, launch: Launch) -> Ent
     for track, ns in prepared.timeline.engine_busy_ns.items():
         name = "dma" if track.startswith("dma") else track
         busy[name] = busy.get(name, 0.0) + ns
-    nbytes = sum(lay.nbytes for lay in layouts)
+    nbytes = sum(lay.nbytes for lay, r in zip(layouts, distinct, strict=True) if r.role != "rt")
     flops = launch.flops or float(traced.instances[0].matmul_flops)
     output_specs = tuple((tuple(o.shape), tuple(o.stride()), o.dtype) for o in call.outputs)
+    returns_list = len(op._schema.returns) == 1 and str(op._schema.returns[0].type) == "List[Tensor]"
     return Entry(op, plan, plan.name, positions, output_specs, tuple(distinct), traced, prepared,
-                 tuple(slots), fixed, flops, busy, nbytes)
+                 tuple(slots), fixed, flops, busy, nbytes, written, native_op.runtime, returns_list,
+                 admit=launch.admit)
 
 
 # ---------------------------------------------------------------- registration
@@ -398,14 +522,18 @@ def _trace_entry(op, plan: OpPlan, call: Call, positions, launch: Launch) -> Ent
 PLANNERS: dict[str, Planner] = {}
 
 
-def native(*names: str):
-    """Register the decorated planner for the ATen ops ``names`` (``"aten::add.Tensor"``)."""
+def native(*names: str, runtime: tuple[str, ...] = ()):
+    """Register the decorated planner for the ATen ops ``names`` (``"aten::add.Tensor"``).
+
+    ``runtime`` names scalar arguments (or scalar lists) whose values change from call to call,
+    like an optimizer's step sizes: they are left out of the signature key and reach the kernel as
+    the :data:`RUNTIME` operand, so a new value does not trace a new Program."""
 
     def register(planner: Planner) -> Planner:
         for name in names:
             PLANNERS[name] = planner
             op = op_overload(name)
-            register_native_kernel(op, NativeOp(op, planner))
+            register_native_kernel(op, NativeOp(op, planner, runtime))
         return planner
 
     return register
