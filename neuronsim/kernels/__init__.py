@@ -95,9 +95,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     ),
     "neuronsim.kernels.reduction": (
         "aten::amax.default", "aten::amin.default", "aten::linalg_vector_norm.default",
-        "aten::max.default", "aten::mean.default", "aten::mean.dim", "aten::min.default",
-        "aten::prod.dim_int", "aten::std.correction", "aten::sum.default", "aten::sum.dim_IntList",
-        "aten::var.correction", "aten::var_mean.correction",
+        "aten::max.default", "aten::mean.dim", "aten::min.default", "aten::prod.default",
+        "aten::prod.dim_int", "aten::std.correction", "aten::sum.dim_IntList", "aten::var.correction",
+        "aten::var_mean.correction",
     ),
     "neuronsim.kernels.softmax": (
         "aten::_log_softmax.default", "aten::_log_softmax_backward_data.default",
