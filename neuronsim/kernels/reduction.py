@@ -123,13 +123,22 @@ def plan_layout(x, out, dims, keepdim: bool, red: Reduction) -> Layout:
 
 @dataclass
 class Group:
-    """The loads folded into one column of results: ``chunks`` are [p, f] HBM patterns."""
+    """The loads folded into one column of results: ``chunks`` are (partitions, [p, f] HBM pattern)."""
 
     chunks: list
     width: int  # partitions of the result column
     across: bool  # the partitions hold one output element: fold them too
+
+
+@dataclass
+class Batch:
+    """Groups whose results are stored by one DMA: ``n`` outputs ``out_step`` apart. Rows: group
+    ``t`` holds outputs ``t*128 + c`` on its partitions ``c``; spread: group ``i`` holds output ``i``."""
+
+    groups: list
     out_offset: int
     out_step: int
+    n: int
 
 
 def _free_chunks(red) -> list[tuple[int, tuple]]:
@@ -162,26 +171,29 @@ def _kept_walk(kept):
                sum(i * s for i, (_, _, s) in zip(idx, outer, strict=True)), inner)
 
 
-def _groups(x, layout: Layout) -> list[Group]:
-    groups = []
+def _batches(x, layout: Layout) -> list[Batch]:
+    batches = []
     if layout.scheme == "rows":
         free = _free_chunks(layout.red)
         for xo, oo, (n, xs, os_) in _kept_walk(layout.kept):
+            groups = []
             for p0 in range(0, n, P):
                 p = min(P, n - p0)
                 base = x.offset + xo + p0 * xs
-                chunks = [(p, x.ap([[xs, p], *(list(q) for q in pairs)], offset=base + off))
-                          for off, pairs in free]
-                groups.append(Group(chunks, p, False, oo + p0 * os_, os_))
+                groups.append(Group([(p, x.ap([[xs, p], *(list(q) for q in pairs)], offset=base + off))
+                                     for off, pairs in free], p, False))
+            batches.append(Batch(groups, oo, os_, n))
     else:  # spread: every kept index's reduced elements in [128, F] tiles
         pairs = [[s, n] for n, s in layout.red]
         for xo, oo, (n, xs, os_) in _kept_walk(layout.kept):
+            groups = []
             for i in range(n):
                 v = x.ap(pairs, offset=x.offset + xo + i * xs)
                 tiles = elementwise_tiles([v])
-                chunks = [(t.partitions, t.of(0, v)) for t in tiles]
-                groups.append(Group(chunks, max(t.partitions for t in tiles), True, oo + i * os_, os_))
-    return groups
+                groups.append(Group([(t.partitions, t.of(0, v)) for t in tiles],
+                                    max(t.partitions for t in tiles), True))
+            batches.append(Batch(groups, oo, os_, n))
+    return batches
 
 
 # ---------------------------------------------------------------- engine steps
@@ -215,21 +227,17 @@ def _fold_partitions(col, op, ones):
     return res
 
 
-def _finish(value, red: Reduction, dtype, divisor):
-    """The output tile (SBUF, ``dtype``) from the fp32 fold: divided, square-rooted, rounded once."""
-    steps = ([("div", divisor)] if divisor is not None else []) + ([("sqrt", None)] if red.sqrt else [])
-    cur = value
-    for k, (what, arg) in enumerate(steps):
-        dst = nl.ndarray(value.shape, dtype=dtype if k == len(steps) - 1 else F32, buffer=nl.sbuf)
-        if what == "div":
-            nisa.tensor_scalar(dst=dst, data=cur, op0=A.divide, operand0=arg)
-        else:
-            nisa.activation(dst=dst, op=ActFunc.sqrt, data=cur)
-        cur = dst
-    if not steps:
-        cur = nl.ndarray(value.shape, dtype=dtype, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=cur, src=value)
-    return cur
+def _finish(dst, value, divisor, sqrt: bool):
+    """``dst`` (SBUF, the output's dtype) from the fp32 fold: divided, square-rooted, rounded once."""
+    if divisor is None and not sqrt:
+        nisa.tensor_copy(dst=dst, src=value)
+        return
+    if divisor is not None:
+        quotient = dst if not sqrt else _col(*value.shape)
+        nisa.tensor_scalar(dst=quotient, data=value, op0=A.divide, operand0=divisor)
+        value = quotient
+    if sqrt:
+        nisa.activation(dst=dst, op=ActFunc.sqrt, data=value)
 
 
 class _Consts:
@@ -254,11 +262,22 @@ def reduction(*views, red: Reduction, layout: Layout):
     if layout.scheme == "columns":
         _columns(outs[0], x, red, layout, consts)
         return
-    groups = _groups(x, layout)
-    if sum(len(g.chunks) for g in groups) > MAX_STEPS:
-        raise Declined(f"{sum(len(g.chunks) for g in groups)} loads")
-    for i in nl.affine_range(len(groups)):
-        _reduce_group(outs, x, groups[i], red, consts)
+    batches = _batches(x, layout)
+    loads = sum(len(g.chunks) for b in batches for g in b.groups)
+    if loads > MAX_STEPS:
+        raise Declined(f"{loads} loads")
+    for b in batches:
+        rows = layout.scheme == "rows"
+        shape = (min(P, b.n), len(b.groups)) if rows else (1, b.n)
+        results = [nl.ndarray(shape, dtype=o.dtype, buffer=nl.sbuf) for o in outs]
+        for i in nl.affine_range(len(b.groups)):
+            _reduce_group([r[:, i:i + 1] for r in results], x, b.groups[i], red, consts)
+        for out, res in zip(outs, results, strict=True):
+            if rows:
+                _store_columns(out, b.out_offset, b.out_step, res, b.n)
+            else:
+                nisa.dma_copy(dst=out.ap([[1, 1], [b.out_step, b.n]], offset=out.offset + b.out_offset),
+                              src=res)
 
 
 def _fold(g: Group, red: Reduction, load, op, pre, bias, consts):
@@ -278,7 +297,8 @@ def _fold(g: Group, red: Reduction, load, op, pre, bias, consts):
     return col
 
 
-def _reduce_group(outs, x, g: Group, red: Reduction, consts):
+def _reduce_group(dsts, x, g: Group, red: Reduction, consts):
+    """Fold group ``g`` into ``dsts`` (one ``[p, 1]`` slot per output)."""
     resident = red.var and sum(ap.size // p for p, ap in g.chunks) * x.dtype.itemsize <= RESIDENT_BYTES
     kept = {}
 
@@ -308,11 +328,8 @@ def _reduce_group(outs, x, g: Group, red: Reduction, consts):
         if red.with_mean:
             results.append((total, float(red.count)))
     for k, (value, divisor) in enumerate(results):
-        out = outs[k]
-        plain = Reduction(red.op) if k else red  # var_mean's mean: no square root
-        tile = _finish(value, plain, out.dtype, divisor)
-        q = tile.shape[0]
-        nisa.dma_copy(dst=out.ap([[g.out_step, q], [1, 1]], offset=out.offset + g.out_offset), src=tile)
+        q = value.shape[0]
+        _finish(dsts[k][:q], value, divisor, red.sqrt and not k)  # var_mean's mean: no square root
 
 
 def _row_tiles(red):
@@ -355,7 +372,8 @@ def _columns(out, x, red: Reduction, layout: Layout, consts):
                 nisa.nc_transpose(dst=tr, data=acc[:pw, c0:c0 + cs])
                 nisa.tensor_reduce(dst=folded[:cs, j:j + 1], op=red.op, data=tr, axis=1)
             acc = folded
-        tile = _finish(acc, red, out.dtype, red.divisor)
+        tile = nl.ndarray(acc.shape, dtype=out.dtype, buffer=nl.sbuf)
+        _finish(tile, acc, red.divisor, red.sqrt)
         _store_columns(out, oo + f0 * os_, os_, tile, f)
 
 
