@@ -18,6 +18,7 @@ from neuronsim.kernels.registry import Declined
 PARTITIONS = 128
 FREE_MAX = 2048  # elements per partition of an element-wise tile: 8 KiB of fp32, DMA-efficient
 MAX_TILES = 1024  # more tiles than this (tiny awkward dims): the op falls back instead
+MAX_FOLDED_DIMS = 2  # outer dims a tile's access pattern may take on (4-dim DMA patterns at most)
 
 
 @dataclass(frozen=True)
@@ -65,18 +66,27 @@ def _tiles(views) -> list[Tile] | None:
         return _flat_tiles(sizes[0], [st[0] for st in steps])
     outer = sizes[:-2]
     n_p, n_f = sizes[-2], sizes[-1]
-    count = math.prod(outer) * math.ceil(n_p / PARTITIONS) * math.ceil(n_f / FREE_MAX)
+    # Fold the innermost outer dims into a tile's free side (a multi-dim DMA access pattern) while
+    # it stays within FREE_MAX: a permuted copy is then a few large DMAs, not one per row block.
+    folded = 0
+    free = n_f
+    while n_f <= FREE_MAX and folded < min(MAX_FOLDED_DIMS, len(outer)) and free * outer[-1 - folded] <= FREE_MAX:
+        free *= outer[-1 - folded]
+        folded += 1
+    looped = outer[: len(outer) - folded]
+    count = math.prod(looped) * math.ceil(n_p / PARTITIONS) * math.ceil(n_f / FREE_MAX)
     if count > MAX_TILES:
         return None
     tiles = []
-    for idx in itertools.product(*(range(n) for n in outer)):
-        base = [sum(i * s for i, s in zip(idx, st[:-2], strict=True)) for st in steps]
+    for idx in itertools.product(*(range(n) for n in looped)):
+        base = [sum(i * s for i, s in zip(idx, st[: len(looped)], strict=True)) for st in steps]
         for p0 in range(0, n_p, PARTITIONS):
             p = min(PARTITIONS, n_p - p0)
             for f0 in range(0, n_f, FREE_MAX):
                 f = min(FREE_MAX, n_f - f0)
-                tiles.append(Tile(p, f, tuple(
-                    (b + p0 * st[-2] + f0 * st[-1], ((st[-2], p), (st[-1], f)))
+                tiles.append(Tile(p, f * (free // n_f), tuple(
+                    (b + p0 * st[-2] + f0 * st[-1],
+                     ((st[-2], p), *zip(st[len(looped):-2], outer[len(looped):], strict=True), (st[-1], f)))
                     for b, st in zip(base, steps, strict=True))))
     return tiles
 

@@ -6,6 +6,8 @@ import pytest
 import torch
 from conftest import assert_matches_cpu
 
+from neuronsim.kernels import registry
+
 
 def test_contiguous_of_transposes_and_permutes():
     x = torch.randn(6, 50, 70)
@@ -14,6 +16,22 @@ def test_contiguous_of_transposes_and_permutes():
     assert_matches_cpu(d.permute(2, 0, 1).contiguous(), x.permute(2, 0, 1).contiguous())
     assert_matches_cpu(d[:, ::2, 3:].clone(), x[:, ::2, 3:].clone())
     assert torch.neuron.get_fallback_ops() == []
+
+
+def test_attention_head_permutes_are_a_few_large_dmas():
+    """[B, T, H, D] <-> [B, H, T, D]: outer dims fold into each DMA's access pattern."""
+    x = torch.randn(4, 16, 4, 16)
+    d = x.to("neuron")
+    cache = registry.entries("aten::copy_.default")
+    before = set(cache)
+    for got, expected in ((d.transpose(1, 2).contiguous(), x.transpose(1, 2).contiguous()),
+                          (d.transpose(1, 2).contiguous().transpose(1, 2).contiguous(), x)):
+        assert_matches_cpu(got, expected)
+    new = [e for k, e in cache.items() if k not in before]
+    assert new and not any(registry.is_declined(e) for e in new)
+    for entry in new:
+        dmas = [i for i in entry.program.instructions if "DMA" in i.opcode.name]
+        assert len(dmas) == 1  # 16 partitions x (B, H, D) = 256 elements each: one 16 KiB transfer
 
 
 @pytest.mark.parametrize("src,dst", [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),
