@@ -85,7 +85,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::_foreach_sub_.Scalar", "aten::_foreach_sub_.ScalarList", "aten::_foreach_zero_.default",
     ),
     "neuronsim.kernels.copy": (
-        "aten::copy_.default",
+        "aten::cat.default", "aten::copy_.default",
     ),
     "neuronsim.kernels.matmul": (
         "aten::addmm.default", "aten::mm.default",

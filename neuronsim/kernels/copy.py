@@ -1,5 +1,5 @@
 """Copies on the device: ``copy_`` (which ``.to(dtype)``, ``.clone()``, ``.contiguous()`` and
-``_to_copy`` reach), as DMA transfers straight from HBM to HBM.
+``_to_copy`` reach) and ``cat`` (which ``stack`` reaches), as DMA transfers straight from HBM to HBM.
 
 Each ``[partitions, free]`` tile of the destination is one ``dma_copy`` from the source broadcast
 to the destination's shape (stride-0 access patterns), whatever either's strides: transposes and
@@ -33,3 +33,24 @@ def plan_copy(call: Call) -> Launch | None:
     if dst.dtype != src.dtype and not (dst.dtype in FLOAT_DTYPES and src.dtype in FLOAT_DTYPES):
         return None
     return Launch(copy, (OUT(0), IN(1)))
+
+
+def cat(out, *ins, dim):
+    """Each input copied into its slice of ``out`` along ``dim``."""
+    start = 0
+    for x in ins:
+        n = x.shape[dim]
+        copy(out.slice(dim, start, start + n), x)
+        start += n
+
+
+@native("aten::cat.default")
+def plan_cat(call: Call) -> Launch | None:
+    out = call.outputs[0]
+    if len(call.inputs) != len(call.arg(0, "tensors")) or any(t.dim() != out.dim() for t in call.inputs):
+        return None  # a CPU tensor or a legacy 1-D empty tensor in the list
+    if any(t.dtype != out.dtype and not (t.dtype in FLOAT_DTYPES and out.dtype in FLOAT_DTYPES)
+           for t in call.inputs) or numpy_dtype(out.dtype) is None:
+        return None
+    dim = call.arg(1, "dim", 0) % out.dim()
+    return Launch(cat, (OUT(0), *(IN(i) for i in range(len(call.inputs)))), {"dim": dim})

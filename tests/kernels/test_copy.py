@@ -50,3 +50,24 @@ def test_copy_into_a_view_broadcasts_and_int_float_casts_fall_back():
     assert torch.equal(d.cpu(), expected)
     ints = torch.arange(5, dtype=torch.int32, device="neuron")
     assert ints.float().cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_cat_and_stack_along_any_dim(dtype):
+    xs = [torch.randn(3, n, 5).mul(10).to(dtype) for n in (4, 1, 130)]
+    ds = [x.to("neuron") for x in xs]
+    assert_matches_cpu(torch.cat(ds, dim=1), torch.cat(xs, dim=1))
+    ys = [x[:, :1] for x in xs]
+    assert_matches_cpu(torch.cat([d[:, :1] for d in ds], dim=-1), torch.cat(ys, dim=-1))
+    assert_matches_cpu(torch.stack([d[:, :1] for d in ds]), torch.stack(ys))
+    assert torch.neuron.get_fallback_ops() == []
+
+
+def test_cat_promotes_floats_and_skips_nothing_silently():
+    a, b = torch.randn(2, 3), torch.randn(4, 3).bfloat16()
+    assert_matches_cpu(torch.cat([a.to("neuron"), b.to("neuron")]), torch.cat([a, b]))
+    assert "aten::cat" in torch.neuron.get_executed_ops()
+    legacy = torch.cat([a.to("neuron"), torch.empty(0).to("neuron")])  # a legacy empty input: host
+    assert_matches_cpu(legacy, torch.cat([a, torch.empty(0)]))
+    with pytest.raises(RuntimeError, match="Sizes of tensors must match"):
+        torch.cat([a.to("neuron"), torch.randn(2, 4).to("neuron")])
