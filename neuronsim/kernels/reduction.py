@@ -115,7 +115,18 @@ def plan_layout(x, out, dims, keepdim: bool, red: Reduction) -> Layout:
         scheme = "rows"  # VectorE cycles of each layout, with a partition fold's overhead for spread
     else:
         scheme = "spread"
+    # The partition walk (the last dim) may have any step: make it the longest dim, so that tiles
+    # fill the partitions (rows: of the kept dims; columns: of the reduced dims).
+    if scheme == "rows" and kept:
+        kept = _longest_last(kept)
+    if scheme == "columns":
+        red_dims = _longest_last(red_dims)
     return Layout(kept, red_dims, scheme)
+
+
+def _longest_last(dims):
+    i = max(range(len(dims)), key=lambda k: dims[k][0])
+    return dims[:i] + dims[i + 1:] + dims[i:i + 1]
 
 
 # ---------------------------------------------------------------- groups of loads (kernel side)

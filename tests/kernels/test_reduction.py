@@ -57,12 +57,21 @@ def _check(fn, x, native: str, **tol):
     ((4, 16, 768), [2], "rows"),
     ((300, 20), [0], "rows"),  # a narrow kept dim: its reduced elements walk with a stride
     ((64, 768), [0, 1], "spread"),
+    ((3, 5, 3, 300), [2], "rows"),
     ((2, 50000), [1], "spread"),
 ])
 def test_layout_choice(shape, dims, scheme):
     x = torch.empty(shape)
     out = x.sum(dims)
     assert plan_layout(x, out, dims, False, Reduction(AluOp.add)).scheme == scheme
+
+
+def test_partitions_walk_the_longest_dim():
+    """A transposed input whose innermost kept dim is short still fills the partitions."""
+    x = torch.empty(300, 3, 5, 3).transpose(0, -1)  # kept (3, 5, 300) after reducing dim 1
+    layout = plan_layout(x, torch.empty(3, 5, 300), [1], False, Reduction(AluOp.add, var=True))
+    assert layout.scheme == "rows" and layout.kept[-1][0] == 300
+    _check(lambda t: torch.std(t, [1], correction=0), x.normal_(), "aten::std.correction")
 
 
 # ---------------------------------------------------------------- sum and mean
