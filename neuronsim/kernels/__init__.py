@@ -88,7 +88,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::cat.default", "aten::copy_.default",
     ),
     "neuronsim.kernels.matmul": (
-        "aten::addmm.default", "aten::mm.default",
+        "aten::addmm.default", "aten::baddbmm.default", "aten::bmm.default", "aten::mm.default",
     ),
     "neuronsim.kernels.norm": (
         "aten::native_layer_norm.default", "aten::native_layer_norm_backward.default",

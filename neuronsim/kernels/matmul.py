@@ -23,6 +23,8 @@ on the banks freed first.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 import neuronsim.nki.isa as nisa
@@ -165,12 +167,121 @@ def addmm(out, bias, a, b):
     matmul(out, a, b, bias=bias.broadcast_to(out.shape))
 
 
+# ---------------------------------------------------------------- batched: bmm, baddbmm
+
+BATCH_BYTES = 64 * 1024  # per partition: the SBUF tiles of one chunk of batch items
+
+
+def _item_bytes(M, K, N, isz, osz):
+    """SBUF bytes per partition one item takes in the packed kernel (every tile it has a part of)."""
+    kc, mt, nt = -(-K // TILE_K), -(-M // TILE_M), -(-N // TILE_M)
+    return kc * (M + N) * isz + (mt + nt) * K * isz + 2 * mt * N * osz  # + the result and bias rows
+
+
+def _natural(view_bmk):
+    """Whether a [B, R, K] operand has K contiguous: it then loads as rows [R, B, K] and TensorE
+    transposes it (a DMA transpose per item would cost a DMA's fixed time per item)."""
+    return view_bmk.dims[2][0] == 1 and view_bmk.shape[2] > 1
+
+
+class _Engines:
+    """VectorE and ScalarE in turn, for PSUM evacuations."""
+
+    def __init__(self):
+        self.n = 0
+
+    def next(self):
+        self.n += 1
+        return nisa.engine.scalar if self.n % 2 else nisa.engine.vector
+
+
+def _k_major(view_brk, i0, nb, K, dtype, engines):
+    """Per K-chunk, the SBUF tile [kt, nb, R] of ``view_brk`` [B, R, K] items ``i0 .. i0+nb``:
+    one strided load if K is not contiguous, else row loads and TensorE transposes."""
+    R = view_brk.shape[1]
+    ks = _chunks(0, K, TILE_K)
+    tiles = [nl.ndarray((kt, nb, R), dtype=dtype, buffer=nl.sbuf) for _, kt in ks]
+    items = view_brk[i0:i0 + nb]
+    if not _natural(view_brk):
+        for (k0, kt), t in zip(ks, tiles, strict=True):
+            nisa.dma_copy(dst=t, src=items[:, :, k0:k0 + kt].permute((2, 0, 1)))
+        return tiles
+    for r0, rt in _chunks(0, R, TILE_M):
+        rows = nl.ndarray((rt, nb, K), dtype=dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=rows, src=items[:, r0:r0 + rt, :].permute((1, 0, 2)))
+        per_bank = max(1, 2048 // (rt * dtype.itemsize))  # transposed items per PSUM bank
+        for (k0, kt), t in zip(ks, tiles, strict=True):
+            for j0, jn in _chunks(0, nb, per_bank):
+                ps = nl.ndarray((kt, jn, rt), dtype=dtype, buffer=nl.psum)
+                for j in range(jn):
+                    nisa.nc_transpose(dst=ps[:, j, :], data=rows[:, j0 + j, k0:k0 + kt])
+                nisa.tensor_copy(dst=t[:, j0:j0 + jn, r0:r0 + rt], src=ps, engine=engines.next())
+    return tiles
+
+
+def batched(out, a, b, bias=None, alpha=1.0):
+    """``out[i] = alpha * a[i] @ b[i] (+ bias[i])`` for many small items, chunk by chunk of items:
+    one DMA loads an operand for the whole chunk, TensorE transposes what arrives K-contiguous,
+    matmuls write several items side by side in a PSUM bank, one copy evacuates the bank and one
+    DMA stores the chunk. Chunks are an ``affine_range``: their tiles rotate, so the loads of the
+    next chunk overlap this one's matmuls."""
+    B, M, K = a.shape
+    N = b.shape[2]
+    isz = max(a.dtype.itemsize, b.dtype.itemsize)
+    nb = max(1, min(B, BATCH_BYTES // _item_bytes(M, K, N, isz, out.dtype.itemsize)))
+    per_bank = max(1, TILE_N // N)  # items side by side in one PSUM bank
+    bt = b.permute((0, 2, 1))  # [B, N, K]
+    engines = _Engines()
+    for i0 in nl.affine_range(0, B, nb):
+        n_items = min(nb, B - i0)
+        stat = _k_major(a, i0, n_items, K, a.dtype, engines)
+        mov = _k_major(bt, i0, n_items, K, b.dtype, engines)
+        for m0, mt in _chunks(0, M, TILE_M):
+            res = nl.ndarray((mt, n_items, N), dtype=out.dtype, buffer=nl.sbuf)
+            if bias is not None:
+                bias_t = nl.ndarray((mt, n_items, N), dtype=bias.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=bias_t, src=bias[i0:i0 + n_items, m0:m0 + mt, :].permute((1, 0, 2)))
+            for j0, jn in _chunks(0, n_items, per_bank):
+                acc = nl.ndarray((mt, jn, N), dtype=nl.float32, buffer=nl.psum)
+                for j in range(jn):
+                    for st, mv in zip(stat, mov, strict=True):
+                        nisa.nc_matmul(dst=acc[:, j, :], stationary=st[:, j0 + j, m0:m0 + mt],
+                                       moving=mv[:, j0 + j, :])
+                dst = res[:, j0:j0 + jn, :]
+                if bias is not None:
+                    nisa.scalar_tensor_tensor(dst=dst, data=acc, op0=AluOp.multiply, operand0=alpha,
+                                              op1=AluOp.add, operand1=bias_t[:, j0:j0 + jn, :])
+                elif alpha != 1.0:
+                    nisa.tensor_scalar(dst=dst, data=acc, op0=AluOp.multiply, operand0=alpha,
+                                       engine=engines.next())
+                else:
+                    nisa.tensor_copy(dst=dst, src=acc, engine=engines.next())
+            nisa.dma_copy(dst=out[i0:i0 + n_items, m0:m0 + mt, :].permute((1, 0, 2)), src=res)
+
+
+def bmm(out, a, b, *, packed):
+    if packed:
+        batched(out, a, b)
+    else:
+        for i in range(a.shape[0]):
+            matmul(out[i], a[i], b[i])
+
+
+def baddbmm(out, bias, a, b, *, packed, alpha, beta):
+    bias = bias.broadcast_to(out.shape) if beta else None
+    if packed:
+        batched(out, a, b, bias=bias, alpha=alpha)
+    else:
+        for i in range(a.shape[0]):
+            matmul(out[i], a[i], b[i], bias=None if bias is None else bias[i])
+
+
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _covered(call: Call, a, b) -> bool:
+def _covered(call: Call, a, b, dim=2) -> bool:
     return (
-        a.dim() == 2 and b.dim() == 2
+        a.dim() == dim and b.dim() == dim
         and a.dtype == b.dtype == call.outputs[0].dtype and a.dtype in _DTYPES
     )
 
@@ -194,6 +305,41 @@ def plan_addmm(call: Call) -> Launch | None:
         return None
     M, K = a.shape
     return Launch(addmm, (OUT(0), IN(0), IN(1), IN(2)), flops=2.0 * M * K * b.shape[1])
+
+
+def _packed(a, b, out) -> bool:
+    """Whether the items are small enough for the packed kernel (else one tiled matmul per item)."""
+    _, M, K = a.shape
+    N = b.shape[2]
+    return N <= TILE_N and _item_bytes(M, K, N, a.dtype.itemsize, out.dtype.itemsize) <= BATCH_BYTES
+
+
+@native("aten::bmm.default")
+def plan_bmm(call: Call) -> Launch | None:
+    a, b = call.inputs[0], call.inputs[1]
+    if len(call.inputs) != 2 or not _covered(call, a, b, dim=3):
+        return None
+    B, M, K = a.shape
+    return Launch(bmm, (OUT(0), IN(0), IN(1)), {"packed": _packed(a, b, call.outputs[0])},
+                  flops=2.0 * B * M * K * b.shape[2])
+
+
+@native("aten::baddbmm.default")
+def plan_baddbmm(call: Call) -> Launch | None:
+    if len(call.inputs) != 3:
+        return None
+    bias, a, b = call.inputs
+    beta, alpha = call.arg(3, "beta", 1), call.arg(4, "alpha", 1)
+    if not (_covered(call, a, b, dim=3) and bias.dtype == a.dtype and beta in (0, 1)
+            and isinstance(alpha, int | float) and math.isfinite(alpha)):
+        return None
+    packed = _packed(a, b, call.outputs[0])
+    if not packed and alpha != 1:
+        return None  # the tiled kernel adds the bias but does not scale
+    B, M, K = a.shape
+    return Launch(baddbmm, (OUT(0), IN(0), IN(1), IN(2)),
+                  {"packed": packed, "alpha": float(alpha), "beta": int(beta)},
+                  flops=2.0 * B * M * K * b.shape[2])
 
 
 def ideal_ns(M: int, K: int, N: int, chip) -> float:
