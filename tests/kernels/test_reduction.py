@@ -57,7 +57,7 @@ def _check(fn, x, native: str, **tol):
     ((4, 16, 768), [2], "rows"),
     ((300, 20), [0], "rows"),  # a narrow kept dim: its reduced elements walk with a stride
     ((64, 768), [0, 1], "spread"),
-    ((3, 5, 3, 300), [2], "rows"),
+    ((3, 5, 3, 300), [2], "columns"),  # an outer kept dim: looped
     ((2, 50000), [1], "spread"),
 ])
 def test_layout_choice(shape, dims, scheme):
