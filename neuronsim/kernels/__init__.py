@@ -87,6 +87,13 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "neuronsim.kernels.copy": (
         "aten::cat.default", "aten::copy_.default",
     ),
+    "neuronsim.kernels.indexing": (
+        "aten::embedding_dense_backward.default", "aten::index_select.default",
+        "aten::masked_fill_.Scalar", "aten::masked_fill_.Tensor", "aten::where.self",
+    ),
+    "neuronsim.kernels.loss": (
+        "aten::nll_loss_backward.default", "aten::nll_loss_forward.default",
+    ),
     "neuronsim.kernels.matmul": (
         "aten::addmm.default", "aten::baddbmm.default", "aten::bmm.default", "aten::mm.default",
     ),

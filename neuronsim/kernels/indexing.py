@@ -1,0 +1,345 @@
+"""Gathers and selections by index or mask: ``index_select`` (the embedding forward),
+``embedding_dense_backward``, ``masked_fill`` and ``where``.
+
+The simulator has no indirect DMA (``.ap(vector_offset=...)`` is not simulated), and a Program is
+traced once per signature, so no DMA address may depend on an index *value*. A row gather is then
+what NKI embedding kernels do for small vocabularies: a one-hot matmul on TensorE.
+
+- ``index_select(table [V, D], 0, idx [N])``: the indices are DMA'd broadcast across the V
+  partitions (their low int32 words: an int64 operand is its word pairs, see ``bridge.py``),
+  VectorE compares them with a GpSimd ``iota`` of the row numbers, giving ``onehot[v, n]`` — the
+  stationary operand — and ``nc_matmul(stationary=onehot, moving=table rows)`` gives the ``[N, D]``
+  rows in PSUM, accumulated over 128-row chunks of the table. ``1 * x + 0 + ...`` is exact in fp32
+  PSUM (bf16/fp16 products are exact too), except that ``0 * inf`` is NaN: a table with inf/NaN
+  runs on the host (a per-call check, ``Launch.admit``), as does any out-of-range index, so ATen
+  raises its own error. ``-0.0`` rows come out as ``+0.0``.
+- ``embedding_dense_backward``: the transpose, a scatter-add: tokens on the partitions, ``onehot[n,
+  v]`` (iota along the free dim) is the stationary and the grad rows the moving operand; PSUM
+  accumulates the ``[V, D]`` sums over token chunks in token order, in fp32, rounded once.
+- ``masked_fill`` / ``where``: element-wise tiles (``elementwise.py``'s tile loop, broadcasting by
+  stride-0 DMA) and one VectorE ``select``, which copies bits when the operands have the output's
+  dtype (NaN, inf, -0.0 exact) and converts through fp32 otherwise (ATen's type promotion).
+
+Beyond ``V_MAX`` table rows the one-hot costs more than it is worth (a real kernel would use
+indirect DMA): those signatures fall back, as do integer tables, ``scale_grad_by_freq`` and index
+or table layouts whose dims do not coalesce into one walk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+import neuronsim.nki.isa as nisa
+import neuronsim.nki.language as nl
+from neuronsim.device.memory import host_view
+from neuronsim.kernels.bridge import FLOAT_DTYPES
+from neuronsim.kernels.elementwise import BIT_DTYPES, _as_dtype, _scalar, elementwise
+from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, native
+from neuronsim.kernels.tiling import PARTITIONS, coalesce
+from neuronsim.sim.ir import AluOp
+
+Tensor = torch.Tensor
+A = AluOp
+F32 = nl.float32
+P = PARTITIONS
+INDEX_DTYPES = (torch.int64, torch.int32)
+V_MAX = 8192  # one-hot rows: 64 chunks of 128
+MM_FREE = 512  # moving free size of one matmul: one 2 KiB PSUM bank of fp32
+PSUM_TILES = 4  # [128, 512] fp32 accumulators live at once: half of PSUM, the rest for overlap
+RESIDENT_BYTES = 64 * 1024  # per partition: a table this small is loaded once and kept in SBUF
+MAX_STEPS = 4096  # matmuls + loads of one Program; past this the op falls back
+
+
+# ---------------------------------------------------------------- index tensors and value checks
+
+
+class IndexWords:
+    """Where an index tensor's values are: the int32 word of element ``i`` is at
+    ``offset + i * step`` (an int64's low word: little-endian, values checked to fit). Tiles are
+    loaded as fp32 (the DMA converts; exact below 2**24), the dtype VectorE compares in."""
+
+    def __init__(self, view, wide: bool):
+        dims = view.dims[:-1] if wide else view.dims
+        sizes, steps = coalesce([tuple(dims)])
+        if len(sizes) > 1:
+            raise Declined("the index tensor's dims do not coalesce into one walk")
+        self.view, self.offset = view, view.offset
+        self.count = sizes[0] if sizes else 1
+        self.step = steps[0][0] if sizes else 0
+
+    def column(self, n0: int, p: int):
+        """Elements ``n0 .. n0+p`` as a ``[p, 1]`` tile (one per partition)."""
+        t = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=self.view.ap([[self.step, p], [1, 1]], offset=self.offset + n0 * self.step))
+        return t
+
+    def row(self, n0: int, n: int, partitions: int):
+        """Elements ``n0 .. n0+n`` along the free dim of ``partitions`` partitions (stride-0 DMA)."""
+        t = nl.ndarray((partitions, n), dtype=F32, buffer=nl.sbuf)
+        src = self.view.ap([[0, partitions], [self.step, n]], offset=self.offset + n0 * self.step)
+        nisa.dma_copy(dst=t, src=src)
+        return t
+
+
+def indices_within(t: Tensor, n: int, ignore: int | None = None) -> bool:
+    """Whether every value of index tensor ``t`` (other than ``ignore``) is in ``[0, n)``."""
+    h = host_view(t)
+    if ignore is not None:
+        h = h[h != ignore]
+    return h.numel() == 0 or (int(h.min()) >= 0 and int(h.max()) < n)
+
+
+def all_finite(t: Tensor) -> bool:
+    return bool(torch.isfinite(host_view(t)).all())
+
+
+def _one_walk(dims_per_view, what: str) -> tuple[int, list[int]]:
+    """(size, step per view) of dims that coalesce into at most one walk; declines otherwise."""
+    sizes, steps = coalesce(dims_per_view)
+    if len(sizes) > 1:
+        raise Declined(f"{what} do not coalesce into one walk")
+    return (sizes[0], [st[0] for st in steps]) if sizes else (1, [0 for _ in dims_per_view])
+
+
+def _chunks(n: int, step: int) -> list[tuple[int, int]]:
+    return [(i, min(step, n - i)) for i in range(0, n, step)]
+
+
+def _hot_dtype(dtype):
+    """The one-hot's dtype: TensorE pairs fp32 only with fp32; 16-bit tables take their own."""
+    return F32 if dtype == nl.float32 else dtype
+
+
+# ---------------------------------------------------------------- index_select
+
+
+def index_select_kernel(out, table, index, *, dim, wide):
+    """``out[..., n, ...] = table[..., index[n], ...]`` as one-hot matmuls (rows of ``dim`` on the
+    contraction partitions, the trailing dims along the free axis)."""
+    words = IndexWords(index, wide)
+    n_rows, n_idx = table.shape[dim], out.shape[dim]
+    d, (o_dstep,) = _one_walk([out.dims[dim + 1:]], "the output's trailing dims")
+    t_sizes, (t_steps,) = coalesce([table.dims[dim + 1:]])  # more than one walk: whole rows per DMA
+    t_trail = [[st, n] for st, n in zip(t_steps, t_sizes, strict=True)] or [[1, 1]]
+    outer, outer_steps = coalesce([table.dims[:dim], out.dims[:dim]])
+    t_vstep, o_nstep = table.dims[dim][0], out.dims[dim][0]
+    v_chunks, n_chunks, d_chunks = _chunks(n_rows, P), _chunks(n_idx, P), _chunks(d, MM_FREE)
+    resident = len(v_chunks) * d * table.dtype.itemsize <= RESIDENT_BYTES
+    if len(t_trail) > 1 and not resident and len(d_chunks) > PSUM_TILES:
+        raise Declined("a streamed table's trailing dims do not coalesce")
+    steps = math.prod(outer) * len(n_chunks) * len(v_chunks) * (len(d_chunks) + (0 if resident else 1))
+    if steps > MAX_STEPS:
+        raise Declined(f"{steps} steps")
+    hot_dtype = _hot_dtype(table.dtype)
+    pv = min(P, n_rows)
+    row_ids = nl.ndarray((pv, len(v_chunks)), dtype=F32, buffer=nl.sbuf)
+    nisa.iota(row_ids, pattern=[[P, len(v_chunks)]], offset=0, channel_multiplier=1)  # p + 128 j
+
+    def load_rows(t_base, v0, vc, c0, cs):
+        t = nl.ndarray((vc, cs), dtype=table.dtype, buffer=nl.sbuf)
+        trail = t_trail if cs == d else [[t_trail[0][0], cs]]  # a column range: one walk
+        src = table.ap([[t_vstep, vc], *trail], offset=t_base + v0 * t_vstep + c0 * t_trail[0][0])
+        nisa.dma_copy(dst=t, src=src)
+        return t
+
+    for idx in itertools.product(*(range(n) for n in outer)):
+        t_base = table.offset + sum(i * s for i, s in zip(idx, outer_steps[0], strict=True))
+        o_base = out.offset + sum(i * s for i, s in zip(idx, outer_steps[1], strict=True))
+        kept = [load_rows(t_base, v0, vc, 0, d) for v0, vc in v_chunks] if resident else None
+        for n0, nc in n_chunks:
+            ids = words.row(n0, nc, pv)
+            hots = []
+            for j, (_, vc) in enumerate(v_chunks):  # onehot[v, n] = (index[n] == v0 + v)
+                h = nl.ndarray((vc, nc), dtype=hot_dtype, buffer=nl.sbuf)
+                nisa.tensor_scalar(dst=h, data=ids[:vc], op0=A.equal, operand0=row_ids[:vc, j:j + 1])
+                hots.append(h)
+            for block in range(0, len(d_chunks), PSUM_TILES):
+                group = d_chunks[block:block + PSUM_TILES]
+                accs = [nl.ndarray((nc, cs), dtype=F32, buffer=nl.psum) for _, cs in group]
+                lo, hi = group[0][0], group[-1][0] + group[-1][1]
+                for j, (v0, vc) in enumerate(v_chunks):
+                    rows = kept[j][:, lo:hi] if resident else load_rows(t_base, v0, vc, lo, hi - lo)
+                    for acc, (c0, cs) in zip(accs, group, strict=True):
+                        nisa.nc_matmul(dst=acc, stationary=hots[j], moving=rows[:, c0 - lo:c0 - lo + cs])
+                res = nl.ndarray((nc, hi - lo), dtype=out.dtype, buffer=nl.sbuf)
+                for acc, (c0, cs) in zip(accs, group, strict=True):
+                    nisa.tensor_copy(dst=res[:, c0 - lo:c0 - lo + cs], src=acc)
+                nisa.dma_copy(dst=out.ap([[o_nstep, nc], [o_dstep, hi - lo]], offset=o_base + n0 * o_nstep + lo * o_dstep),
+                              src=res)
+
+
+@native("aten::index_select.default")
+def plan_index_select(call: Call) -> Launch | None:
+    table, index = call.inputs if len(call.inputs) == 2 else (None, None)
+    if table is None or table.dim() == 0 or index.dtype not in INDEX_DTYPES or index.dim() > 1:
+        return None
+    dim = call.arg(1, "dim") % table.dim()
+    n_rows = table.shape[dim]
+    if table.dtype not in FLOAT_DTYPES or call.outputs[0].dtype != table.dtype or not 0 < n_rows <= V_MAX:
+        return None
+
+    def admit(inputs):
+        return indices_within(inputs[1], n_rows) and all_finite(inputs[0])
+
+    flops = 2.0 * n_rows * math.prod(call.outputs[0].shape)
+    return Launch(index_select_kernel, (OUT(0), IN(0), IN(1)),
+                  {"dim": dim, "wide": index.dtype is torch.int64}, flops=flops, admit=admit)
+
+
+# ---------------------------------------------------------------- embedding_dense_backward
+
+
+def embedding_backward_kernel(out, grad, index, *, wide, padding_idx):
+    """``out[v] = sum over n with index[n] == v of grad[n]``: tokens on the contraction partitions,
+    ``onehot[n, v]`` the stationary, grad rows the moving operand, sums accumulated in PSUM."""
+    words = IndexWords(index, wide)
+    n_rows, d = out.shape
+    n_tok, (g_nstep,) = _one_walk([grad.dims[:-1]], "the grad's leading dims")
+    if n_tok != words.count:
+        raise Declined("grad rows and indices differ in number")
+    g_dstep = grad.dims[-1][0]
+    units = [(v0, vc, c0, cs) for v0, vc in _chunks(n_rows, P) for c0, cs in _chunks(d, MM_FREE)]
+    passes = [units[i:i + PSUM_TILES] for i in range(0, len(units), PSUM_TILES)]
+    t_chunks = _chunks(n_tok, P)
+    if len(passes) * len(t_chunks) * (PSUM_TILES + 2) > MAX_STEPS:
+        raise Declined("too many steps")
+    hot_dtype = _hot_dtype(grad.dtype)
+    pt = min(P, n_tok)
+    cols = nl.ndarray((pt, n_rows), dtype=F32, buffer=nl.sbuf)
+    nisa.iota(cols, pattern=[[1, n_rows]], offset=0, channel_multiplier=0)  # v along the free dim
+    if 0 <= padding_idx < n_rows:  # its grad stays zero: a column no index equals
+        nisa.memset(cols[:, padding_idx:padding_idx + 1], -1.0)
+    for unit_group in passes:
+        accs = [nl.ndarray((vc, cs), dtype=F32, buffer=nl.psum) for _, vc, _, cs in unit_group]
+        v_lo = unit_group[0][0]
+        v_hi = max(v0 + vc for v0, vc, _, _ in unit_group)
+        for t0, tc in t_chunks:
+            ids = words.column(t0, tc)
+            hot = nl.ndarray((tc, v_hi - v_lo), dtype=hot_dtype, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=hot, data=cols[:tc, v_lo:v_hi], op0=A.equal, operand0=ids)
+            g = nl.ndarray((tc, d), dtype=grad.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=g, src=grad.ap([[g_nstep, tc], [g_dstep, d]], offset=grad.offset + t0 * g_nstep))
+            for acc, (v0, vc, c0, cs) in zip(accs, unit_group, strict=True):
+                nisa.nc_matmul(dst=acc, stationary=hot[:, v0 - v_lo:v0 - v_lo + vc], moving=g[:, c0:c0 + cs])
+        for acc, (v0, vc, c0, cs) in zip(accs, unit_group, strict=True):
+            res = nl.ndarray((vc, cs), dtype=out.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out.ap([[d, vc], [1, cs]], offset=out.offset + v0 * d + c0), src=res)
+
+
+@native("aten::embedding_dense_backward.default")
+def plan_embedding_backward(call: Call) -> Launch | None:
+    if len(call.inputs) != 2:
+        return None
+    grad, index = call.inputs
+    n_rows, padding_idx = call.arg(2, "num_weights"), call.arg(3, "padding_idx")
+    out = call.outputs[0]
+    if (
+        call.arg(4, "scale_grad_by_freq") or grad.dtype not in FLOAT_DTYPES or out.dtype != grad.dtype
+        or index.dtype not in INDEX_DTYPES or not 0 < n_rows <= V_MAX or not out.is_contiguous()
+        or grad.dim() != index.dim() + 1 or tuple(grad.shape[:-1]) != tuple(index.shape)
+    ):
+        return None
+
+    def admit(inputs):
+        return indices_within(inputs[1], n_rows) and all_finite(inputs[0])
+
+    return Launch(embedding_backward_kernel, (OUT(0), IN(0), IN(1)),
+                  {"wide": index.dtype is torch.int64, "padding_idx": padding_idx},
+                  flops=2.0 * n_rows * grad.numel(), admit=admit)
+
+
+# ---------------------------------------------------------------- masked_fill and where
+
+
+def select(dst, pred, *tiles, on_true=None, on_false=None):
+    """``dst = pred ? a : b`` (VectorE select); ``a``/``b`` are the loaded ``tiles`` in order, or the
+    constants ``on_true``/``on_false`` (a [P, 1] tile of the output's dtype, so the copy is raw)."""
+    it = iter(tiles)
+    a = next(it) if on_true is None else None
+    b = next(it) if on_false is None else None
+    p = dst.shape[0]
+    if a is not None:
+        other = b if b is not None else nl.full((p, 1), on_false, dtype=dst.dtype)
+        nisa.select_reduce(dst=dst, predicate=pred, on_true=a, on_false=other)
+    else:  # the constant is the true branch: select with the predicate reversed
+        nisa.select_reduce(dst=dst, predicate=pred, on_true=b, on_false=nl.full((p, 1), on_true, dtype=dst.dtype),
+                           reverse_pred=True)
+
+
+def _constant(value, dtype: torch.dtype) -> float | None:
+    """``value`` as the output dtype holds it, if a memset writes exactly that; None otherwise."""
+    if isinstance(value, bool):
+        value = int(value)
+    if dtype is torch.bool:
+        return float(value != 0)
+    if dtype in FLOAT_DTYPES:
+        v = _as_dtype(float(value), dtype)
+        return v if _as_dtype(_as_dtype(float(value), torch.float32), dtype) == v or math.isnan(v) else None
+    info = torch.iinfo(dtype)
+    return float(value) if isinstance(value, int) and info.min <= value <= info.max else None
+
+
+def _dtypes_ok(out_dtype, *dtypes) -> bool:
+    """Floats mix (the engines convert through fp32); integers only as the output's own dtype."""
+    if out_dtype in FLOAT_DTYPES:
+        return all(d in FLOAT_DTYPES or d is out_dtype for d in dtypes)
+    return out_dtype in BIT_DTYPES and all(d is out_dtype for d in dtypes)
+
+
+def _position(call: Call, t) -> int | None:
+    return next((i for i, u in enumerate(call.inputs) if u is t), None)
+
+
+# The functional masked_fill overloads never reach the device: ATen composes them as clone + these.
+@native("aten::masked_fill_.Scalar", "aten::masked_fill_.Tensor")
+def plan_masked_fill(call: Call) -> Launch | None:
+    x, mask, value = call.arg(0, "self"), call.arg(1, "mask"), call.arg(2, "value")
+    out = call.outputs[0]
+    ix, im = _position(call, x), _position(call, mask)
+    if ix is None or im is None or mask.dtype is not torch.bool or not _dtypes_ok(out.dtype, x.dtype):
+        return None
+    if isinstance(value, Tensor) and not value.is_cpu:  # a device scalar: a third, broadcast, input
+        if value.dim() != 0 or not _dtypes_ok(out.dtype, value.dtype):
+            return None
+        return Launch(elementwise, (OUT(0), IN(ix), IN(im), IN(_position(call, value))),
+                      {"compute": _fill_from_tensor, "params": {}})
+    const = _scalar(value)
+    const = None if const is None else _constant(const, out.dtype)
+    if const is None:
+        return None
+    return Launch(elementwise, (OUT(0), IN(ix), IN(im)), {"compute": _fill_constant, "params": {"value": const}})
+
+
+def _fill_constant(dst, x, mask, value):
+    select(dst, mask, x, on_true=value)
+
+
+def _fill_from_tensor(dst, x, mask, value):
+    select(dst, mask, value, x)
+
+
+@native("aten::where.self")
+def plan_where(call: Call) -> Launch | None:
+    cond, a, b = call.arg(0, "condition"), call.arg(1, "self"), call.arg(2, "other")
+    out = call.outputs[0]
+    ic = _position(call, cond)
+    if ic is None or cond.dtype not in (torch.bool, torch.uint8):
+        return None
+    operands, consts, dtypes = [OUT(0), IN(ic)], {}, []
+    for name, t in (("on_true", a), ("on_false", b)):
+        i = _position(call, t)
+        if i is not None:
+            operands.append(IN(i))
+            dtypes.append(t.dtype)
+            continue
+        v = _scalar(t)  # a CPU 0-dim tensor: a constant of the signature
+        consts[name] = None if v is None else _constant(v, out.dtype)
+        if consts[name] is None:
+            return None
+    if len(consts) == 2 or not _dtypes_ok(out.dtype, *dtypes):
+        return None
+    return Launch(elementwise, tuple(operands), {"compute": select, "params": consts})
