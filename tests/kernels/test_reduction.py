@@ -221,6 +221,19 @@ def test_max_min_propagate_nan_and_inf():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_extremes_of_one_sign_over_partial_tiles(dtype):
+    """Spread tiles that leave partitions empty: those hold the fold's identity (-inf, +inf, 1), not 0."""
+    torch.manual_seed(0)
+    pos = (torch.rand(3, 40001) + 0.5).to(dtype)  # 312 x 128 + 65 elements: a [1, 65] tail tile
+    _check(lambda t: t.amin(1), pos, "aten::amin", rtol=0, atol=0)
+    _check(lambda t: t.amax(1), -pos, "aten::amax", rtol=0, atol=0)
+    _check(lambda t: torch.linalg.vector_norm(t, -math.inf, 1), pos, "aten::linalg_vector_norm", rtol=0, atol=0)
+    got = pos[0, :300].to("neuron").prod()  # ATen rounds a bf16 prod's partial products: compare in fp32
+    assert ran_natively("aten::prod")
+    assert_matches_cpu(got, pos[0, :300].float().prod().to(dtype), **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_prod_matches_cpu(dtype):
     torch.manual_seed(0)
     x = (torch.rand(150, 40) + 0.5).to(dtype)
