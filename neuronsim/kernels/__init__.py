@@ -88,7 +88,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::cat.default", "aten::copy_.default",
     ),
     "neuronsim.kernels.indexing": (
-        "aten::embedding_dense_backward.default", "aten::index_select.default",
+        "aten::embedding_dense_backward.default", "aten::gather.default", "aten::index_select.default",
         "aten::masked_fill_.Scalar", "aten::masked_fill_.Tensor", "aten::where.self",
     ),
     "neuronsim.kernels.loss": (

@@ -1,5 +1,5 @@
 """Gathers and selections by index or mask: ``index_select`` (the embedding forward),
-``embedding_dense_backward``, ``masked_fill`` and ``where``.
+``embedding_dense_backward``, ``gather``, ``masked_fill`` and ``where``.
 
 The simulator has no indirect DMA (``.ap(vector_offset=...)`` is not simulated), and a Program is
 traced once per signature, so no DMA address may depend on an index *value*. A row gather is then
@@ -16,6 +16,9 @@ what NKI embedding kernels do for small vocabularies: a one-hot matmul on Tensor
 - ``embedding_dense_backward``: the transpose, a scatter-add: tokens on the partitions, ``onehot[n,
   v]`` (iota along the free dim) is the stationary and the grad rows the moving operand; PSUM
   accumulates the ``[V, D]`` sums over token chunks in token order, in fp32, rounded once.
+- ``gather`` along a row of at most ``GATHER_ROW_MAX`` elements, a few (``GATHER_COLUMNS_MAX``)
+  per row: rows on the partitions, a compare with a column iota and a ``select``-sum per gathered
+  column (as ``loss.py`` picks targets); ``-0.0`` comes out as ``+0.0``.
 - ``masked_fill`` / ``where``: element-wise tiles (``elementwise.py``'s tile loop, broadcasting by
   stride-0 DMA) and one VectorE ``select``, which copies bits when the operands have the output's
   dtype (NaN, inf, -0.0 exact) and converts through fp32 otherwise (ATen's type promotion).
@@ -38,6 +41,7 @@ from neuronsim.device.memory import host_view
 from neuronsim.kernels.bridge import FLOAT_DTYPES
 from neuronsim.kernels.elementwise import BIT_DTYPES, _as_dtype, _scalar, elementwise
 from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, native
+from neuronsim.kernels.softmax import row_tiles
 from neuronsim.kernels.tiling import PARTITIONS, coalesce
 from neuronsim.sim.ir import AluOp
 
@@ -250,6 +254,67 @@ def plan_embedding_backward(call: Call) -> Launch | None:
     return Launch(embedding_backward_kernel, (OUT(0), IN(0), IN(1)),
                   {"wide": index.dtype is torch.int64, "padding_idx": padding_idx},
                   flops=2.0 * n_rows * grad.numel(), admit=admit)
+
+
+# ---------------------------------------------------------------- gather
+
+
+def gather_kernel(out, x, index, *, dim, wide):
+    """``out[.., j, ..] = x[.., index[.., j, ..], ..]`` along ``dim``: rows (the other dims) on the
+    partitions, ``x``'s row along the free axis; per gathered column a VectorE compare of a column
+    iota with the index and a ``select`` of ``x`` summed along the row (0 elsewhere: exact, and
+    NaN/inf elsewhere in the row stay out)."""
+    lo = index.ap([list(d) for d in index.dims[:-1]], offset=index.offset) if wide else index
+    # x restricted to the index's extent in the other dims (gather allows a smaller index there)
+    x_dims = [list(d) if k == dim else [d[0], n] for k, (d, n) in enumerate(zip(x.dims, out.shape, strict=True))]
+    xr = x.ap(x_dims, offset=x.offset)
+    c, k = x.shape[dim], out.shape[dim]
+    rows = row_tiles([out, xr, lo], dim)
+    if len(rows) * k > MAX_STEPS:
+        raise Declined("too many steps")
+    cols = nl.ndarray((min(P, rows[0].p), c), dtype=F32, buffer=nl.sbuf)
+    nisa.iota(cols, pattern=[[1, c]], offset=0, channel_multiplier=0)
+    for i in nl.affine_range(len(rows)):
+        row = rows[i]
+        p = row.p
+        xt = nl.ndarray((p, c), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt, src=row.cols(1, 0, c))
+        ids = nl.ndarray((p, k), dtype=F32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ids, src=row.cols(2, 0, k))
+        picked = nl.ndarray((p, k), dtype=F32, buffer=nl.sbuf)
+        for j in range(k):
+            mask = nl.ndarray((p, c), dtype=nl.uint8, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=mask, data=cols[:p], op0=A.equal, operand0=ids[:, j:j + 1])
+            sel = nl.ndarray((p, c), dtype=F32, buffer=nl.sbuf)
+            nisa.select_reduce(dst=sel, predicate=mask, on_true=xt, on_false=0.0, reduce_res=picked[:, j:j + 1],
+                               reduce_op=A.add)
+        res = nl.ndarray((p, k), dtype=out.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=picked)
+        nisa.dma_copy(dst=row.cols(0, 0, k), src=res)
+
+
+GATHER_COLUMNS_MAX = 64  # gathered per row: each costs two VectorE passes over the row
+GATHER_ROW_MAX = 4096  # elements of a row kept in SBUF (fp32: 16 KiB per partition)
+
+
+@native("aten::gather.default")
+def plan_gather(call: Call) -> Launch | None:
+    if len(call.inputs) != 2 or call.kwargs.get("sparse_grad") or (len(call.args) > 3 and call.args[3]):
+        return None
+    x, index = call.inputs
+    out = call.outputs[0]
+    if x.dim() == 0 or index.dim() != x.dim() or index.dtype is not torch.int64 or x.dtype not in FLOAT_DTYPES:
+        return None
+    dim = call.arg(1, "dim") % x.dim()
+    c = x.shape[dim]
+    if not (0 < c <= GATHER_ROW_MAX and index.shape[dim] <= GATHER_COLUMNS_MAX) or out.dtype != x.dtype:
+        return None
+
+    def admit(inputs):
+        return indices_within(inputs[1], c)
+
+    return Launch(gather_kernel, (OUT(0), IN(0), IN(1)), {"dim": dim, "wide": True},
+                  flops=2.0 * c * index.numel(), admit=admit)
 
 
 # ---------------------------------------------------------------- masked_fill and where

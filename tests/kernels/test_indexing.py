@@ -267,3 +267,36 @@ def test_where_in_softmax_attention_matches_cpu():
     got = F.softmax(torch.where(mask.to("neuron"), att.to("neuron"), torch.tensor(float("-inf"))), -1)
     assert ran_natively("aten::where.self")
     assert_matches_cpu(got, want)
+
+
+# ---------------------------------------------------------------- gather
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim,k", [((37, 10), 1, 1), ((300, 64), -1, 5), ((3, 20, 130), 1, 7), ((50, 6), 0, 3)])
+def test_gather_matches_cpu(shape, dim, k, dtype):
+    torch.manual_seed(11)
+    x = _special(shape, dtype)
+    index_shape = list(shape)
+    index_shape[dim] = k
+    index = torch.randint(0, shape[dim], index_shape)
+    got = torch.gather(*_dev(x), dim, *_dev(index))
+    assert ran_natively("aten::gather") and torch.neuron.get_fallback_ops() == []
+    torch.testing.assert_close(got.cpu(), torch.gather(x, dim, index), rtol=0, atol=0, equal_nan=True)
+
+
+def test_gather_with_a_smaller_index_and_views():
+    x = torch.randn(40, 30).t()  # [30, 40] non-contiguous
+    index = torch.randint(0, 40, (20, 6))  # fewer rows than x: gather allows it
+    got = torch.gather(x.to("neuron"), 1, index.to("neuron"))
+    assert ran_natively("aten::gather")
+    assert_matches_cpu(got, torch.gather(x, 1, index), **EXACT)
+
+
+def test_gather_out_of_range_raises_torchs_error():
+    x, index = torch.randn(4, 5), torch.tensor([[0], [5], [1], [2]])
+    with pytest.raises(RuntimeError) as cpu:
+        torch.gather(x, 1, index)
+    with pytest.raises(RuntimeError) as dev:
+        torch.gather(x.to("neuron"), 1, index.to("neuron"))
+    assert str(dev.value) == str(cpu.value)
