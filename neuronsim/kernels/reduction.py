@@ -18,10 +18,11 @@ reduction would:
   elements are cut into ``[128, F]`` tiles (tiling.py), reduced along the free dim into per-partition
   partials, then folded across the partitions (a ones-matmul for sums, transpose + reduce else).
 
-Variance is two-pass, as exact as ATen's Welford: the mean first, then ``sum((x - mean)^2)`` with
-one ScalarE ``activation(square, bias=-mean)`` per chunk (rows and spread layouts only; a reduction
-over an outer dim then walks its reduced elements with a stride). Everything accumulates in fp32 and
-rounds once on the final write (bf16 in, bf16 out, like ATen's opmath).
+Results are collected in SBUF and stored with one DMA per walk of the kept dims (a DMA's fixed
+cost dwarfs a [128, 1] column). Variance is two-pass, as exact as ATen's Welford: the mean first,
+then ``sum((x - mean)^2)`` with one ScalarE ``activation(square, bias=-mean)`` per chunk (rows and
+spread layouts only; a reduction over an outer dim then walks its reduced elements with a stride).
+Everything accumulates in fp32 and rounds once on the final write (bf16 in, bf16 out, like ATen's opmath).
 
 Covered: float32 / bfloat16 / float16 inputs and outputs (``dtype=`` among those), any dims,
 negative dims, keepdim, non-contiguous and expanded inputs. Not covered (they fall back): integer
@@ -219,7 +220,7 @@ def _partial(dst, t, red: Reduction, pre, bias=None):
     if pre is None:
         nisa.tensor_reduce(dst=dst, op=red.op, data=t, axis=1)
         return
-    scratch = nl.ndarray(t.shape, dtype=F32, buffer=nl.sbuf)  # ScalarE writes the squares; only the sum is kept
+    scratch = nl.ndarray(t.shape, dtype=F32, buffer=nl.sbuf)  # the element results; only their sum is kept
     nisa.activation(dst=scratch, op=pre, data=t, bias=bias, reduce_op=A.add, reduce_res=dst,
                     reduce_cmd="reset_reduce")
 

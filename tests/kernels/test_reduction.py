@@ -132,6 +132,9 @@ def test_sum_dtype_argument_and_small_cases():
     x = _x((33, 65), torch.bfloat16)
     _check(lambda t: t.sum(0, dtype=torch.float32), x, "aten::sum.dim_IntList", rtol=1e-5, atol=1e-4)
     _check(lambda t: t.mean(1, dtype=torch.float32), x, "aten::mean.dim", rtol=1e-5, atol=1e-5)
+    h = _x((130, 65), torch.float16)
+    _check(lambda t: t.sum(0), h, "aten::sum.dim_IntList", rtol=2**-9, atol=2**-6)
+    _check(lambda t: torch.var(t, 1), h, "aten::var.correction", rtol=2**-9, atol=2**-9)
     _check(lambda t: t.sum(0), torch.tensor(3.5), "aten::sum.dim_IntList")  # 0-dim
     _check(lambda t: t.sum(1), _x((5, 1, 3)), "aten::sum.dim_IntList")  # a size-1 reduced dim
     _check(lambda t: t.sum([]), _x((4, 6)), "aten::sum.dim_IntList")  # [] reduces all dims
@@ -211,8 +214,8 @@ def test_max_min_propagate_nan_and_inf():
     x[20, 7] = math.inf
     x[30, 9] = -math.inf
     for dims in ([0], [1], [0, 1]):
-        _check(lambda t: t.amax(dims), x, "aten::amax", rtol=0, atol=0, equal_nan=True)
-        _check(lambda t: t.amin(dims), x, "aten::amin", rtol=0, atol=0, equal_nan=True)
+        _check(lambda t, d=dims: t.amax(d), x, "aten::amax", rtol=0, atol=0, equal_nan=True)
+        _check(lambda t, d=dims: t.amin(d), x, "aten::amin", rtol=0, atol=0, equal_nan=True)
     _check(lambda t: t.max(), x, "aten::max", rtol=0, atol=0, equal_nan=True)
     y = x.clone()
     y[10, 3] = 0.0
@@ -227,7 +230,8 @@ def test_extremes_of_one_sign_over_partial_tiles(dtype):
     pos = (torch.rand(3, 40001) + 0.5).to(dtype)  # 312 x 128 + 65 elements: a [1, 65] tail tile
     _check(lambda t: t.amin(1), pos, "aten::amin", rtol=0, atol=0)
     _check(lambda t: t.amax(1), -pos, "aten::amax", rtol=0, atol=0)
-    _check(lambda t: torch.linalg.vector_norm(t, -math.inf, 1), pos, "aten::linalg_vector_norm", rtol=0, atol=0)
+    _check(lambda t: torch.linalg.vector_norm(t, -math.inf, 1), pos, "aten::linalg_vector_norm",
+           rtol=0, atol=0)
     got = pos[0, :300].to("neuron").prod()  # ATen rounds a bf16 prod's partial products: compare in fp32
     assert ran_natively("aten::prod")
     assert_matches_cpu(got, pos[0, :300].float().prod().to(dtype), **tolerance(dtype))
