@@ -171,8 +171,8 @@ def index_select_kernel(out, table, index, *, dim, wide):
                 res = nl.ndarray((nc, hi - lo), dtype=out.dtype, buffer=nl.sbuf)
                 for acc, (c0, cs) in zip(accs, group, strict=True):
                     nisa.tensor_copy(dst=res[:, c0 - lo:c0 - lo + cs], src=acc)
-                nisa.dma_copy(dst=out.ap([[o_nstep, nc], [o_dstep, hi - lo]], offset=o_base + n0 * o_nstep + lo * o_dstep),
-                              src=res)
+                dst = out.ap([[o_nstep, nc], [o_dstep, hi - lo]], offset=o_base + n0 * o_nstep + lo * o_dstep)
+                nisa.dma_copy(dst=dst, src=res)
 
 
 @native("aten::index_select.default")
@@ -225,7 +225,8 @@ def embedding_backward_kernel(out, grad, index, *, wide, padding_idx):
             hot = nl.ndarray((tc, v_hi - v_lo), dtype=hot_dtype, buffer=nl.sbuf)
             nisa.tensor_scalar(dst=hot, data=cols[:tc, v_lo:v_hi], op0=A.equal, operand0=ids)
             g = nl.ndarray((tc, d), dtype=grad.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=g, src=grad.ap([[g_nstep, tc], [g_dstep, d]], offset=grad.offset + t0 * g_nstep))
+            src = grad.ap([[g_nstep, tc], [g_dstep, d]], offset=grad.offset + t0 * g_nstep)
+            nisa.dma_copy(dst=g, src=src)
             for acc, (v0, vc, c0, cs) in zip(accs, unit_group, strict=True):
                 nisa.nc_matmul(dst=acc, stationary=hot[:, v0 - v_lo:v0 - v_lo + vc], moving=g[:, c0:c0 + cs])
         for acc, (v0, vc, c0, cs) in zip(accs, unit_group, strict=True):
@@ -266,7 +267,8 @@ def gather_kernel(out, x, index, *, dim, wide):
     NaN/inf elsewhere in the row stay out)."""
     lo = index.ap([list(d) for d in index.dims[:-1]], offset=index.offset) if wide else index
     # x restricted to the index's extent in the other dims (gather allows a smaller index there)
-    x_dims = [list(d) if k == dim else [d[0], n] for k, (d, n) in enumerate(zip(x.dims, out.shape, strict=True))]
+    x_dims = [list(d) if k == dim else [d[0], n]
+              for k, (d, n) in enumerate(zip(x.dims, out.shape, strict=True))]
     xr = x.ap(x_dims, offset=x.offset)
     c, k = x.shape[dim], out.shape[dim]
     rows = row_tiles([out, xr, lo], dim)
@@ -286,8 +288,8 @@ def gather_kernel(out, x, index, *, dim, wide):
             mask = nl.ndarray((p, c), dtype=nl.uint8, buffer=nl.sbuf)
             nisa.tensor_scalar(dst=mask, data=cols[:p], op0=A.equal, operand0=ids[:, j:j + 1])
             sel = nl.ndarray((p, c), dtype=F32, buffer=nl.sbuf)
-            nisa.select_reduce(dst=sel, predicate=mask, on_true=xt, on_false=0.0, reduce_res=picked[:, j:j + 1],
-                               reduce_op=A.add)
+            nisa.select_reduce(dst=sel, predicate=mask, on_true=xt, on_false=0.0,
+                               reduce_res=picked[:, j:j + 1], reduce_op=A.add)
         res = nl.ndarray((p, k), dtype=out.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=res, src=picked)
         nisa.dma_copy(dst=row.cols(0, 0, k), src=res)
@@ -303,7 +305,8 @@ def plan_gather(call: Call) -> Launch | None:
         return None
     x, index = call.inputs
     out = call.outputs[0]
-    if x.dim() == 0 or index.dim() != x.dim() or index.dtype is not torch.int64 or x.dtype not in FLOAT_DTYPES:
+    if (x.dim() == 0 or index.dim() != x.dim() or index.dtype is not torch.int64
+            or x.dtype not in FLOAT_DTYPES):
         return None
     dim = call.arg(1, "dim") % x.dim()
     c = x.shape[dim]
@@ -331,8 +334,8 @@ def select(dst, pred, *tiles, on_true=None, on_false=None):
         other = b if b is not None else nl.full((p, 1), on_false, dtype=dst.dtype)
         nisa.select_reduce(dst=dst, predicate=pred, on_true=a, on_false=other)
     else:  # the constant is the true branch: select with the predicate reversed
-        nisa.select_reduce(dst=dst, predicate=pred, on_true=b, on_false=nl.full((p, 1), on_true, dtype=dst.dtype),
-                           reverse_pred=True)
+        const = nl.full((p, 1), on_true, dtype=dst.dtype)
+        nisa.select_reduce(dst=dst, predicate=pred, on_true=b, on_false=const, reverse_pred=True)
 
 
 def _constant(value, dtype: torch.dtype) -> float | None:
@@ -376,7 +379,8 @@ def plan_masked_fill(call: Call) -> Launch | None:
     const = None if const is None else _constant(const, out.dtype)
     if const is None:
         return None
-    return Launch(elementwise, (OUT(0), IN(ix), IN(im)), {"compute": _fill_constant, "params": {"value": const}})
+    return Launch(elementwise, (OUT(0), IN(ix), IN(im)),
+                  {"compute": _fill_constant, "params": {"value": const}})
 
 
 def _fill_constant(dst, x, mask, value):

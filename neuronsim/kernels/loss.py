@@ -48,7 +48,8 @@ class _Rows:
         self.view = view
 
     def tile(self, r0, p, c0, n):
-        return self.view.ap([[self.rstep, p], [self.cstep, n]], offset=self.view.offset + r0 * self.rstep + c0 * self.cstep)
+        offset = self.view.offset + r0 * self.rstep + c0 * self.cstep
+        return self.view.ap([[self.rstep, p], [self.cstep, n]], offset=offset)
 
 
 def _col(p, dtype=F32):
@@ -147,8 +148,8 @@ def nll_forward(out, total_weight, x, target, *weight, wide, reduction, ignore_i
         if weight is None:
             nisa.tensor_copy(dst=w_t, src=valid)  # 1.0, or 0.0 for an ignored row
         vals = nl.ndarray((p, 2), dtype=F32, buffer=nl.sbuf)
-        nisa.scalar_tensor_tensor(dst=vals[:, 0:1], data=picked, op0=A.multiply, operand0=-1.0, op1=A.multiply,
-                                  operand1=w_t)
+        nisa.scalar_tensor_tensor(dst=vals[:, 0:1], data=picked, op0=A.multiply, operand0=-1.0,
+                                  op1=A.multiply, operand1=w_t)
         nisa.tensor_copy(dst=vals[:, 1:2], src=w_t)
         if reduction == "none":
             res = _col(p, out.dtype)

@@ -170,7 +170,8 @@ def test_embedding_dense_backward_falls_back_where_it_must():
     assert_matches_cpu(got, aten.embedding_dense_backward(grad, index, 5, -1, True))
     grad[2, 1] = float("inf")  # 0 * inf in the one-hot matmul: the host computes it
     got = aten.embedding_dense_backward(*_dev(grad, index), 5, -1, False)
-    torch.testing.assert_close(got.cpu(), aten.embedding_dense_backward(grad, index, 5, -1, False), equal_nan=True)
+    want = aten.embedding_dense_backward(grad, index, 5, -1, False)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
     assert not ran_natively("aten::embedding_dense_backward")
 
 
@@ -255,7 +256,8 @@ def test_where_with_scalars():
         assert ran_natively("aten::where.self")
         torch.testing.assert_close(got.cpu(), torch.where(*args), rtol=0, atol=0, equal_nan=True)
     got = aten.where.self(*_dev(cond, x), torch.tensor(2.0))  # a CPU 0-dim other: a constant
-    torch.testing.assert_close(got.cpu(), aten.where.self(cond, x, torch.tensor(2.0)), rtol=0, atol=0, equal_nan=True)
+    want = aten.where.self(cond, x, torch.tensor(2.0))
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)
 
 
 def test_where_in_softmax_attention_matches_cpu():
@@ -273,7 +275,8 @@ def test_where_in_softmax_attention_matches_cpu():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape,dim,k", [((37, 10), 1, 1), ((300, 64), -1, 5), ((3, 20, 130), 1, 7), ((50, 6), 0, 3)])
+@pytest.mark.parametrize("shape,dim,k", [((37, 10), 1, 1), ((300, 64), -1, 5), ((3, 20, 130), 1, 7),
+                                         ((50, 6), 0, 3)])
 def test_gather_matches_cpu(shape, dim, k, dtype):
     torch.manual_seed(11)
     x = _special(shape, dtype)
