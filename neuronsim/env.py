@@ -8,3 +8,4 @@ NEURON_SIM_UNINITIALIZED = "NEURON_SIM_UNINITIALIZED"  # nan | zero | error
 NEURON_SIM_SEED = "NEURON_SIM_SEED"  # integer seed for simulated randomness
 NEURON_SIM_HBM_BYTES = "NEURON_SIM_HBM_BYTES"  # simulated HBM bytes per logical core (default: the chip's)
 NEURON_SIM_CAST_64BIT = "NEURON_SIM_CAST_64BIT"  # "0": compute float64/int64 ops in 64 bits (default "1")
+NEURON_SIM_COLLECTIVE_TIMEOUT = "NEURON_SIM_COLLECTIVE_TIMEOUT"  # seconds a collective waits for its peers (default 60)

@@ -75,3 +75,7 @@ class UnsupportedError(NeuronSimError, NotImplementedError):
 
 class InputError(NeuronSimError, ValueError):
     """Arrays handed to a Program do not match its tensors (shape, dtype, count, layout)."""
+
+
+class CollectiveError(NeuronSimError, RuntimeError):
+    """A torch.distributed collective failed: a peer rank died, hung past the timeout, or never came."""

@@ -26,7 +26,7 @@ class ClockEvent(NamedTuple):
     """One entry on the device timeline."""
 
     name: str  # the op, e.g. "aten::add.Tensor"
-    kind: str  # launch | to_host | to_device | kernel | h2d | d2h
+    kind: str  # launch | to_host | to_device | kernel | h2d | d2h | collective
     signature: tuple  # ((dtype, shape), ...) of the op's device tensors
     start_ns: float
     duration_ns: float
@@ -124,6 +124,14 @@ class DeviceClock:
                  engine_busy_ns)
             )
 
+    def charge_collective(self, name: str, signature: tuple, start_ns: float, duration_ns: float,
+                          nbytes: int = 0) -> None:
+        """A collective (torch.distributed) from ``start_ns``, when every rank of its group was ready,
+        for ``duration_ns`` (neuronsim/device/distributed/topology.py); the clock moves to its end."""
+        with self._lock:
+            self.now_ns = max(self.now_ns, start_ns + duration_ns)
+            self._records.append((3, name, signature, start_ns, duration_ns, nbytes, time.time_ns()))
+
     # ---- reading --------------------------------------------------------------------------------
     def events(self) -> list[ClockEvent]:
         with self._lock:
@@ -141,6 +149,9 @@ class DeviceClock:
                 _, name, sig, start, duration, nbytes, to_device, wall = rec
                 kind = "h2d" if to_device else "d2h"
                 out.append(ClockEvent(name, kind, sig, start, duration, False, nbytes, wall))
+            elif rec[0] == 3:
+                _, name, sig, start, duration, nbytes, wall = rec
+                out.append(ClockEvent(name, "collective", sig, start, duration, True, nbytes, wall))
             else:
                 _, name, sig, start, launch, duration, nbytes, wall, kernel, flops, busy = rec
                 out.append(ClockEvent(name, "launch", sig, start, launch, True, 0, wall))

@@ -12,7 +12,7 @@ import threading
 import torch
 
 from neuronsim import kernels
-from neuronsim.device import accelerator, autograd_hooks, module, op_table, state, storage
+from neuronsim.device import accelerator, autograd_hooks, distributed, module, op_table, state, storage
 
 _lock = threading.Lock()
 _registered = False
@@ -73,4 +73,5 @@ def register() -> None:
             storage.install()
             autograd_hooks.install()
             kernels.install()  # native ops; their NKI kernels load at each family's first call
+            distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
         _registered = True

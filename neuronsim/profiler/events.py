@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 KERNEL = "kernel"  # a native kernel: the simulator ran the op's Program
 FALLBACK = "fallback"  # computed by ATen-CPU; charged launch + a host round trip
 TRANSFER = "transfer"  # a copy between host and device memory (.to('neuron'), .cpu(), .item())
-KINDS = (KERNEL, FALLBACK, TRANSFER)
+COLLECTIVE = "collective"  # a torch.distributed collective or send/recv (neuronsim/device/distributed)
+KINDS = (KERNEL, FALLBACK, TRANSFER, COLLECTIVE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,7 +110,7 @@ _TRANSFER_KINDS = ("h2d", "d2h")
 
 
 def from_clock_events(records: Iterable[Any]) -> list[DeviceOpEvent]:
-    """Group a device clock's records (launch, kernel, to_host, to_device, h2d, d2h) into ops.
+    """Group a device clock's records (launch, kernel, to_host, to_device, h2d, d2h, collective) into ops.
 
     Duck-typed on ``name, kind, start_ns, duration_ns, native, bytes`` (and, when the clock
     records them, ``kernel`` — a KernelRun or ``Prepared`` — and ``wall_ns``). A ``launch`` starts
@@ -132,6 +133,12 @@ def from_clock_events(records: Iterable[Any]) -> list[DeviceOpEvent]:
             ops.append(DeviceOpEvent(rec.name, start, duration, False, TRANSFER, int(rec.bytes),
                                      wall_ns=getattr(rec, "wall_ns", None),
                                      signature=tuple(getattr(rec, "signature", ())), direction=kind))
+            continue
+        if kind == COLLECTIVE:
+            flush()
+            ops.append(DeviceOpEvent(rec.name, start, duration, True, COLLECTIVE, int(rec.bytes),
+                                     wall_ns=getattr(rec, "wall_ns", None),
+                                     signature=tuple(getattr(rec, "signature", ()))))
             continue
         continues = (
             current is not None and kind != _OP_START and rec.name == current["name"]

@@ -4,8 +4,8 @@ Layout, after Neuron Explorer's device trace:
 
 - one process per NeuronCore; its tracks are ``TensorE (LoadStationary)``, ``TensorMatrix
   (MultiplyMoving)``, ``VectorE``, ``ScalarE``, ``GpSimd``, ``Sync`` and one ``DMA q<N>`` per queue
-  used (instruction detail), and ``Device ops`` / ``Host fallback`` / ``Host transfers`` (one slice
-  per op on the device clock);
+  used (instruction detail), and ``Device ops`` / ``Host fallback`` / ``Host transfers`` /
+  ``Collectives`` (one slice per op on the device clock);
 - counters ``SBUF in use``, ``PSUM in use``, ``HBM in use`` (bytes), ``DMA throughput`` (GB/s) and
   ``Pending DMA count``;
 - every instruction slice carries its opcode, operands, index and ``nki_source_location``.
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuronsim.profiler.events import FALLBACK, KERNEL, TRANSFER, DeviceOpEvent, KernelRun, PlacedRun
+from neuronsim.profiler.events import COLLECTIVE, FALLBACK, KERNEL, TRANSFER, DeviceOpEvent, KernelRun, PlacedRun
 
 DEFAULT_MAX_INSTRUCTION_EVENTS = 200_000
 DEFAULT_MAX_OP_EVENTS = 200_000
@@ -44,17 +44,18 @@ DMA_THROUGHPUT_BINS = 64  # counter samples per kernel
 SCHEMA = "neuronsim-trace/1"
 
 # Track (thread) ids inside a NeuronCore process, in display order.
-TID_OPS, TID_FALLBACK, TID_TRANSFERS = 1, 2, 3
+TID_OPS, TID_FALLBACK, TID_TRANSFERS, TID_COLLECTIVES = 1, 2, 3, 4
 TID_LOAD_STATIONARY, TID_MULTIPLY_MOVING = 10, 11
 TID_ENGINE = {"vector": 12, "scalar": 13, "gpsimd": 14, "sync": 15}
 TID_DMA0 = 100
 TRACK_NAMES = {
     TID_OPS: "Device ops", TID_FALLBACK: "Host fallback", TID_TRANSFERS: "Host transfers",
+    TID_COLLECTIVES: "Collectives",
     TID_LOAD_STATIONARY: "TensorE (LoadStationary)", TID_MULTIPLY_MOVING: "TensorMatrix (MultiplyMoving)",
     TID_ENGINE["vector"]: "VectorE", TID_ENGINE["scalar"]: "ScalarE", TID_ENGINE["gpsimd"]: "GpSimd",
     TID_ENGINE["sync"]: "Sync",
 }
-_KIND_TID = {KERNEL: TID_OPS, FALLBACK: TID_FALLBACK, TRANSFER: TID_TRANSFERS}
+_KIND_TID = {KERNEL: TID_OPS, FALLBACK: TID_FALLBACK, TRANSFER: TID_TRANSFERS, COLLECTIVE: TID_COLLECTIVES}
 
 
 def us(ns: float) -> float:

@@ -1,0 +1,394 @@
+"""The ``neuron`` c10d process group: gloo moves the bytes, the topology model charges the time.
+
+Neuron memory is host memory, so a collective runs on an inner ``ProcessGroupGloo`` over zero-copy
+CPU views of the neuron tensors and gloo writes the results in place (views that are not contiguous
+go through a contiguous copy, written back when the work completes). It is a Python
+``dist.ProcessGroup`` subclass: c10d backends cannot be written in Python, process groups can
+(shared/reference/pytorch-device/ §5).
+
+Timing: each rank sends its device clock's time with the collective (one small gloo op issued
+just before the data op, so all ranks match them in the same order); the collective starts when
+the last rank of the group was ready, lasts :func:`topology.collective_ns`, and is charged on each
+rank's clock as a ``collective`` event when the work completes (``wait()`` or its future). A
+recv starts when both the receiver and the sender were ready.
+
+Failures: a peer that dies or hangs makes gloo fail or time out after the group's timeout (60 s
+unless ``init_process_group(timeout=...)`` or ``NEURON_SIM_COLLECTIVE_TIMEOUT`` says otherwise);
+the error becomes a :class:`neuronsim.errors.CollectiveError` naming the rank, the collective and
+the group.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+
+from neuronsim import env
+from neuronsim.device import clock, memory, settings, state
+from neuronsim.device.distributed import topology
+from neuronsim.errors import CollectiveError, OptionError
+from neuronsim.options import current
+
+DEFAULT_TIMEOUT_S = 60.0
+_MAX = dist.ReduceOp.MAX
+
+
+def collective_timeout(requested: datetime.timedelta | None) -> datetime.timedelta:
+    """The group's timeout: one the user gave to ``init_process_group``, else the environment's,
+    else 60 s (torch's own default of 30 minutes is far too long to notice a dead rank)."""
+    if requested is not None and requested != dist.default_pg_timeout:
+        return requested
+    raw = os.environ.get(env.NEURON_SIM_COLLECTIVE_TIMEOUT, "").strip()
+    if not raw:
+        return datetime.timedelta(seconds=DEFAULT_TIMEOUT_S)
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise OptionError(f"{env.NEURON_SIM_COLLECTIVE_TIMEOUT} must be a positive number of seconds, got {raw!r}")
+    return datetime.timedelta(seconds=seconds)
+
+
+def _is_neuron(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == state.DEVICE_TYPE
+
+
+def _nbytes(tensors) -> int:
+    if isinstance(tensors, torch.Tensor):
+        return tensors.numel() * tensors.element_size()
+    return sum(_nbytes(t) for t in tensors)
+
+
+def _flat(tensors) -> list[torch.Tensor]:
+    if isinstance(tensors, torch.Tensor):
+        return [tensors]
+    return [t for item in tensors for t in _flat(item)]
+
+
+class _Staging:
+    """Host tensors for gloo: zero-copy views of neuron tensors, or contiguous copies written back
+    (for outputs) once the work is done."""
+
+    def __init__(self):
+        self._write_back: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def host(self, t: torch.Tensor, output: bool = False) -> torch.Tensor:
+        h = memory.host_view(t) if _is_neuron(t) else t
+        if h.is_contiguous():
+            return h
+        dense = h.contiguous()
+        if output:
+            self._write_back.append((h, dense))
+        return dense
+
+    def hosts(self, tensors, output: bool = False):
+        if isinstance(tensors, torch.Tensor):
+            return self.host(tensors, output)
+        return [self.hosts(t, output) for t in tensors]
+
+    def later(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        """Copy ``src`` (a host buffer) into ``dst`` (a host view) when the work is done."""
+        self._write_back.append((dst, src))
+
+    def finish(self) -> None:
+        for dst, src in self._write_back:
+            dst.copy_(src.view_as(dst) if src.shape != dst.shape else src)
+        self._write_back.clear()
+
+
+class NeuronWork(dist.Work):
+    """A collective in flight: its gloo works, what to write back, and its clock charge."""
+
+    def __init__(self, works: Sequence[dist.Work], outputs: list, finish: Callable[[], None],
+                 fail: Callable[[BaseException], CollectiveError]):
+        super().__init__()
+        self._works, self._outputs, self._finish, self._fail = list(works), outputs, finish, fail
+        self._done, self._error = False, None
+        self._lock = threading.Lock()
+
+    def _complete(self) -> None:
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            if self._done:
+                return
+            try:
+                for w in self._works:
+                    w.wait()
+            except RuntimeError as exc:  # gloo: a peer closed the connection or the wait timed out
+                self._error = self._fail(exc)
+                raise self._error from exc
+            self._finish()
+            self._done = True
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        self._complete()
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done or self._error is not None or all(w.is_completed() for w in self._works)
+
+    def is_success(self) -> bool:
+        return self._done
+
+    def exception(self):
+        return self._error
+
+    def result(self) -> list:
+        return self._outputs
+
+    def synchronize(self) -> None:
+        self._complete()
+
+    def get_future(self) -> torch.futures.Future:
+        def done(_):
+            self._complete()
+            return self._outputs
+
+        return torch.futures.collect_all([w.get_future() for w in self._works]).then(done)
+
+
+class NeuronProcessGroup(dist.ProcessGroup):
+    """``dist.init_process_group("neuron")``'s group (and every ``new_group`` of it)."""
+
+    def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta, global_ranks: Sequence[int]):
+        super().__init__(rank, size)
+        self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._timeout = timeout
+        self._global_ranks = tuple(global_ranks)
+        self._name = self._desc = ""
+
+    # ---- what c10d asks of a Python process group -----------------------------------------------
+    def getBackendName(self) -> str:
+        return "neuron"
+
+    def setGroupName(self, name: str) -> None:  # functional collectives look groups up by name
+        self._name = name
+
+    def getGroupName(self) -> str:
+        return self._name
+
+    def setGroupDesc(self, desc: str) -> None:
+        self._desc = desc
+
+    def getGroupDesc(self) -> str:
+        return self._desc
+
+    @property
+    def global_ranks(self) -> tuple[int, ...]:
+        return self._global_ranks
+
+    # ---- timing and failure ---------------------------------------------------------------------
+    def _device(self, tensors) -> int:
+        for t in _flat(tensors):
+            if _is_neuron(t):
+                return t.get_device()
+        return state.current_device()
+
+    def _fail(self, collective: str) -> Callable[[BaseException], CollectiveError]:
+        def make(exc: BaseException) -> CollectiveError:
+            cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return CollectiveError(
+                f"rank {self._global_ranks[self.rank()]}: {collective} over ranks {list(self._global_ranks)} "
+                f"failed: a peer rank died, hung or never joined (timeout {self._timeout.total_seconds():g} s): "
+                f"{cause}"
+            )
+
+        return make
+
+    def _run(self, collective: str, tensors, nbytes: int, issue: Callable[[], list], outputs,
+             staging: _Staging, peer: tuple[str, int, int] | None = None) -> NeuronWork:
+        """Issue the clock exchange, then the data op(s); charge the clock when both are done.
+        ``peer`` = ("send" | "recv", group rank of the other end, tag) for point-to-point."""
+        device = self._device(tensors)
+        clk = clock.clock(device)
+        ready = torch.tensor([clk.now_ns], dtype=torch.float64)
+        try:
+            if peer is None:
+                exchange = self._gloo.allreduce([ready], _max_opts())
+            elif peer[0] == "send":
+                exchange = self._gloo.send([ready], peer[1], peer[2])
+            else:
+                exchange = self._gloo.recv([ready], peer[1], peer[2])
+            works = [exchange, *issue()]
+        except RuntimeError as exc:  # c10d's DistBackendError: a peer is gone
+            raise self._fail(collective)(exc) from exc
+        ranks = (self._global_ranks if peer is None
+                 else (self._global_ranks[self.rank()], self._global_ranks[peer[1]]))
+        own_ready = float(clk.now_ns)
+        signature = tuple((str(t.dtype).removeprefix("torch."), tuple(t.shape)) for t in _flat(tensors)[:4])
+
+        def finish() -> None:
+            staging.finish()
+            start = max(own_ready, float(ready[0])) if peer is None or peer[0] == "recv" else own_ready
+            start = max(start, _track_free.get(device, 0.0))
+            duration = topology.collective_ns(collective, nbytes, ranks, _interconnect())
+            _track_free[device] = start + duration
+            clk.charge_collective(f"neuron::{collective}", signature, start, duration, nbytes)
+
+        return NeuronWork(works, outputs, finish, self._fail(collective))
+
+    # ---- collectives ----------------------------------------------------------------------------
+    def allreduce(self, tensors, opts=None):
+        opts = opts or dist.AllreduceOptions()
+        s = _Staging()
+        hosts = s.hosts(tensors, output=True)
+        return self._run("all_reduce", tensors, _nbytes(tensors), lambda: [self._gloo.allreduce(hosts, opts)],
+                         list(tensors), s)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = opts or dist.AllreduceCoalescedOptions()
+        s = _Staging()
+        hosts = s.hosts(tensors, output=True)
+        return self._run("all_reduce", tensors, _nbytes(tensors),
+                         lambda: [self._gloo.allreduce_coalesced(hosts, opts)], list(tensors), s)
+
+    def broadcast(self, tensors, opts=None):
+        opts = opts or dist.BroadcastOptions()
+        s = _Staging()
+        hosts = s.hosts(tensors, output=True)
+        return self._run("broadcast", tensors, _nbytes(tensors), lambda: [self._gloo.broadcast(hosts, opts)],
+                         list(tensors), s)
+
+    def reduce(self, tensors, opts=None):
+        opts = opts or dist.ReduceOptions()
+        s = _Staging()
+        hosts = s.hosts(tensors, output=True)
+        return self._run("reduce", tensors, _nbytes(tensors), lambda: [self._gloo.reduce(hosts, opts)],
+                         list(tensors), s)
+
+    def allgather(self, output_lists, inputs, opts=None):
+        opts = opts or dist.AllgatherOptions()
+        s = _Staging()
+        outs, ins = s.hosts(output_lists, output=True), s.hosts(inputs)
+        return self._run("all_gather", inputs, _nbytes(output_lists),
+                         lambda: [self._gloo.allgather(outs, ins, opts)], list(output_lists), s)
+
+    def _allgather_base(self, output, input, opts=None):
+        opts = opts or dist.AllgatherOptions()
+        s = _Staging()
+        out, inp = s.host(output, output=True), s.host(input)
+        return self._run("all_gather", [input], _nbytes(output),
+                         lambda: [self._gloo._allgather_base(out, inp, opts)], [output], s)
+
+    all_gather_single = _allgather_base  # torch 2.13 sends all_gather_into_tensor here
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        opts = opts or dist.AllgatherOptions()
+        s = _Staging()
+        outs, ins = s.hosts(outputs, output=True), s.hosts(inputs)
+        return self._run("all_gather", inputs, _nbytes(outputs),
+                         lambda: [self._gloo.all_gather_single_coalesced(outs, ins, opts)], list(outputs), s)
+
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        opts = opts or dist.ReduceScatterOptions()
+        s = _Staging()
+        out, inp = s.host(output, output=True), s.host(input)
+        return self._run("reduce_scatter", [input], _nbytes(input),
+                         lambda: [self._gloo._reduce_scatter_base(out, inp, opts)], [output], s)
+
+    reduce_scatter_single = _reduce_scatter_base  # torch 2.13 sends reduce_scatter_tensor here
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        opts = opts or dist.ReduceScatterOptions()
+        s = _Staging()
+        outs, ins = s.hosts(outputs, output=True), s.hosts(inputs)
+        return self._run("reduce_scatter", inputs, _nbytes(inputs),
+                         lambda: [self._gloo.reduce_scatter_single_coalesced(outs, ins, opts)], list(outputs), s)
+
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        """The list form: each rank's inputs stacked into one buffer for gloo's tensor form."""
+        opts = opts or dist.ReduceScatterOptions()
+        s = _Staging()
+        out = outputs[0]
+        chunks = [s.host(t) for t in input_lists[0]]
+        if any(c.shape != chunks[0].shape for c in chunks):
+            raise ValueError("reduce_scatter on the neuron backend needs equal-sized inputs")
+        stacked = torch.cat([c.reshape(-1) for c in chunks])
+        result = torch.empty(chunks[0].numel(), dtype=out.dtype)
+        s.later(memory.host_view(out) if _is_neuron(out) else out, result)
+        return self._run("reduce_scatter", input_lists[0], _nbytes(input_lists[0]),
+                         lambda: [self._gloo._reduce_scatter_base(result, stacked, opts)], list(outputs), s)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        opts = opts or dist.AllToAllOptions()
+        s = _Staging()
+        out, inp = s.host(output, output=True), s.host(input)
+        return self._run("all_to_all", [input], _nbytes(input),
+                         lambda: [self._gloo.alltoall_base(out, inp, output_split_sizes, input_split_sizes, opts)],
+                         [output], s)
+
+    def alltoall(self, outputs, inputs, opts=None):
+        """The list form, equal splits: stacked into one buffer for gloo's single-tensor form."""
+        opts = opts or dist.AllToAllOptions()
+        s = _Staging()
+        ins = [s.host(t) for t in inputs]
+        if any(t.numel() != ins[0].numel() for t in [*ins, *outputs]):
+            raise ValueError("all_to_all on the neuron backend supports equal splits only")
+        stacked = torch.cat([t.reshape(-1) for t in ins])
+        result = torch.empty_like(stacked)
+        for i, out in enumerate(outputs):
+            s.later(memory.host_view(out) if _is_neuron(out) else out, result[i * ins[0].numel():(i + 1) * ins[0].numel()])
+        return self._run("all_to_all", inputs, _nbytes(inputs),
+                         lambda: [self._gloo.alltoall_base(result, stacked, [], [], opts)], list(outputs), s)
+
+    def gather(self, output_lists, inputs, opts=None):
+        opts = opts or dist.GatherOptions()
+        s = _Staging()
+        outs, ins = s.hosts(output_lists, output=True), s.hosts(inputs)
+        return self._run("gather", inputs, _nbytes(inputs) * self.size(),
+                         lambda: [self._gloo.gather(outs, ins, opts)], list(output_lists), s)
+
+    def scatter(self, outputs, input_lists, opts=None):
+        opts = opts or dist.ScatterOptions()
+        s = _Staging()
+        outs, ins = s.hosts(outputs, output=True), s.hosts(input_lists)
+        return self._run("scatter", outputs, _nbytes(outputs) * self.size(),
+                         lambda: [self._gloo.scatter(outs, ins, opts)], list(outputs), s)
+
+    def barrier(self, opts=None):
+        opts = opts or dist.BarrierOptions()
+        return self._run("barrier", [], 0, lambda: [self._gloo.barrier(opts)], [], _Staging())
+
+    def send(self, tensors, dst: int, tag: int = 0):
+        s = _Staging()
+        hosts = s.hosts(tensors)
+        return self._run("send", tensors, _nbytes(tensors), lambda: [self._gloo.send(hosts, dst, tag)],
+                         list(tensors), s, peer=("send", dst, tag))
+
+    def recv(self, tensors, src: int, tag: int = 0):
+        s = _Staging()
+        hosts = s.hosts(tensors, output=True)
+        return self._run("recv", tensors, _nbytes(tensors), lambda: [self._gloo.recv(hosts, src, tag)],
+                         list(tensors), s, peer=("recv", src, tag))
+
+
+_track_free: dict[int, float] = {}  # device index -> end of its last collective (one collectives track)
+
+
+def _max_opts() -> dist.AllreduceOptions:
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = _MAX
+    return opts
+
+
+def _interconnect() -> topology.Interconnect:
+    return topology.interconnect_for_option(current().chip, settings.chip())
+
+
+def create(dist_backend_opts, backend_options) -> NeuronProcessGroup:
+    """The creator registered with ``dist.Backend.register_backend`` (extended API: it needs the
+    group's global ranks for the topology)."""
+    ranks = list(dist_backend_opts.global_ranks_in_group) or list(range(dist_backend_opts.group_size))
+    return NeuronProcessGroup(dist_backend_opts.store, dist_backend_opts.group_rank, dist_backend_opts.group_size,
+                              collective_timeout(dist_backend_opts.timeout), ranks)
