@@ -46,10 +46,21 @@ class Summary:
     def native_ops_passed(self) -> set[str]:
         return {op for r in self.rows if r.native and r.passed for op in r.native_ops.split(";") if op}
 
+    def variants(self) -> dict[tuple[str, str], bool]:
+        """(op, variant) -> whether every sample of it passed, over all dtypes."""
+        out: dict[tuple[str, str], bool] = {}
+        for r in self.rows:
+            key = (r.op, r.variant)
+            out[key] = out.get(key, True) and r.passed
+        return out
+
     def report(self) -> str:
         (np_, nn), (fp, fn) = self.rate(True), self.rate(False)
         pct = lambda a, b: 100.0 * a / b if b else 100.0  # noqa: E731
+        variants = self.variants()
+        vp = sum(variants.values())
         return (
+            f"op variants: {vp}/{len(variants)} passed ({pct(vp, len(variants)):.1f}%)  "
             f"samples: {len(self.rows)}  native: {np_}/{nn} passed ({pct(np_, nn):.1f}%)  "
             f"fallback: {fp}/{fn} passed ({pct(fp, fn):.1f}%)  "
             f"distinct ATen ops passed natively: {len(self.native_ops_passed())}"

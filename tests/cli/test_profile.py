@@ -99,6 +99,23 @@ def _hta_sees_the_device_time(trace, lane, tmp_path):
     assert busy == pytest.approx(sum(e["dur"] for e in lane), abs=1e-3 * len(lane))
 
 
+def test_device_script_with_instruction_detail_draws_native_kernels_per_engine(tmp_path):
+    out = tmp_path / "prof"
+    result = neuronsim("profile", "-o", out, "--detail", "instruction", _write(tmp_path, DEVICE))
+    assert result.returncode == 4, result.stderr
+    trace, summary, _ = _files(out)
+    check_trace(trace, allow_foreign_phases=True)
+    events = trace["traceEvents"]
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    instr = [e for e in events if e["ph"] == "X" and "opcode" in e.get("args", {})]
+    by_track = {tracks[(e["pid"], e["tid"])] for e in instr}
+    assert {"VectorE", "ScalarE"} <= by_track and any(t.startswith("DMA q") for t in by_track)
+    assert any(t.startswith("TensorE") for t in by_track)  # the matmuls
+    # every instruction names the kernel library line that issued it
+    assert all(e["args"]["nki_source_location"].startswith("neuronsim/kernels/") for e in instr)
+    assert summary["tensor_engine_active_time"] > 0 and summary["matmul_instruction_count"] > 0
+
+
 def test_view_prints_the_summary_its_json_and_writes_html(tmp_path):
     out = tmp_path / "prof"
     assert neuronsim("profile", "-o", out, "--no-host-ops", _write(tmp_path, NKI_COPY)).returncode == 0
