@@ -33,7 +33,8 @@ def free_port() -> int:
 
 
 def launch(script: str | Path, nproc: int, *args: str, timeout: float = 60.0, env: dict | None = None,
-           rank_env: dict[int, dict] | None = None) -> list[RankResult]:
+           rank_env: dict[int, dict] | None = None, stop_after_rank: int | None = None) -> list[RankResult]:
+    """Run the ranks; ``stop_after_rank``: kill the others once that rank has exited (a hung rank)."""
     port = free_port()
     base = {**os.environ, "NEURON_SIM": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
             "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "OMP_NUM_THREADS": "1",
@@ -44,6 +45,14 @@ def launch(script: str | Path, nproc: int, *args: str, timeout: float = 60.0, en
         procs.append(subprocess.Popen([sys.executable, str(script), *args], env=e, cwd=REPO, text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     deadline = time.monotonic() + timeout
+    if stop_after_rank is not None:
+        try:
+            procs[stop_after_rank].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
     results = []
     for rank, p in enumerate(procs):
         try:

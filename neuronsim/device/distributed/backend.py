@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -159,10 +160,14 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta, global_ranks: Sequence[int]):
         super().__init__(rank, size)
-        self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
         self._timeout = timeout
         self._global_ranks = tuple(global_ranks)
         self._name = self._desc = ""
+        started = time.monotonic()
+        try:  # connects to every peer: fails when one does not come within the timeout
+            self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        except RuntimeError as exc:
+            raise self._fail("init_process_group", started)(exc) from exc
 
     # ---- what c10d asks of a Python process group -----------------------------------------------
     def getBackendName(self) -> str:
@@ -191,13 +196,19 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 return t.get_device()
         return state.current_device()
 
-    def _fail(self, collective: str) -> Callable[[BaseException], CollectiveError]:
+    def _fail(self, collective: str, issued: float | None = None) -> Callable[[BaseException], CollectiveError]:
+        """Turns gloo's error into one that says who, what, and whether a peer died or went silent."""
+        issued = time.monotonic() if issued is None else issued
+
         def make(exc: BaseException) -> CollectiveError:
+            waited = time.monotonic() - issued
+            limit = self._timeout.total_seconds()
+            why = (f"no answer from a peer within the {limit:g} s timeout (a rank hung, or never came)"
+                   if waited >= 0.9 * limit else f"a peer rank died (its connection closed after {waited:.2f} s)")
             cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             return CollectiveError(
                 f"rank {self._global_ranks[self.rank()]}: {collective} over ranks {list(self._global_ranks)} "
-                f"failed: a peer rank died, hung or never joined (timeout {self._timeout.total_seconds():g} s): "
-                f"{cause}"
+                f"failed: {why}; gloo: {cause}"
             )
 
         return make
@@ -206,6 +217,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
              staging: _Staging, peer: tuple[str, int, int] | None = None) -> NeuronWork:
         """Issue the clock exchange, then the data op(s); charge the clock when both are done.
         ``peer`` = ("send" | "recv", group rank of the other end, tag) for point-to-point."""
+        issued = time.monotonic()
         device = self._device(tensors)
         clk = clock.clock(device)
         ready = torch.tensor([clk.now_ns], dtype=torch.float64)
@@ -218,7 +230,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 exchange = self._gloo.recv([ready], peer[1], peer[2])
             works = [exchange, *issue()]
         except RuntimeError as exc:  # c10d's DistBackendError: a peer is gone
-            raise self._fail(collective)(exc) from exc
+            raise self._fail(collective, issued)(exc) from exc
         ranks = (self._global_ranks if peer is None
                  else (self._global_ranks[self.rank()], self._global_ranks[peer[1]]))
         own_ready = float(clk.now_ns)
@@ -232,7 +244,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
             _track_free[device] = start + duration
             clk.charge_collective(f"neuron::{collective}", signature, start, duration, nbytes)
 
-        return NeuronWork(works, outputs, finish, self._fail(collective))
+        return NeuronWork(works, outputs, finish, self._fail(collective, issued))
 
     # ---- collectives ----------------------------------------------------------------------------
     def allreduce(self, tensors, opts=None):
