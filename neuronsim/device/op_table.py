@@ -127,6 +127,33 @@ def _copy_from(src, dst, non_blocking=False):
     return dst
 
 
+def _copy_from_math_bits(src, dst, non_blocking=False):
+    """``_copy_from`` when ``src`` or ``dst`` carries a lazy conj/neg bit (registered on the
+    Conjugate and Negative keys). ATen's math-bit fallback would resolve ``src`` with ``clone``,
+    whose ``copy_`` calls ``_copy_from`` again, endlessly: resolve the bits on the host instead."""
+    conj, neg = src.is_conj() != dst.is_conj(), src.is_neg() != dst.is_neg()
+    src, dst = _plain(src), _plain(dst)
+    staged = src if src.is_cpu else src.cpu()
+    if conj:
+        staged = staged.conj_physical()
+    if neg:
+        staged = staged.neg()
+    if dst.is_cpu:
+        dst.copy_(staged)
+    else:
+        _copy_from(staged, dst, non_blocking)
+    return dst
+
+
+def _plain(t):
+    """``t``'s bytes as a view without the lazy conj/neg bits."""
+    if t.is_conj():
+        t = t.conj()
+    if t.is_neg():
+        t = torch._neg_view(t)
+    return t
+
+
 def _copy_from_and_resize(src, dst):
     if dst.shape != src.shape:
         dst.resize_(src.shape)
@@ -227,6 +254,8 @@ def install() -> int:
         lib.impl(op, functools.partial(execute, op), KEY)
         direct += 1
     fallbacks.fallback(execute, KEY)
+    for key in ("Conjugate", "Negative"):
+        lib.impl("_copy_from", _copy_from_math_bits, key)
     autocast.install(lib, fallbacks)
     fallbacks.fallback(unsupported.sparse_kernel, "SparsePrivateUse1")
     fallbacks.fallback(unsupported.nested_kernel, "NestedTensorPrivateUse1")
