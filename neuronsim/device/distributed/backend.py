@@ -113,15 +113,21 @@ class NeuronWork(dist.Work):
         self._done, self._error = False, None
         self._lock = threading.Lock()
 
-    def _complete(self) -> None:
+    def _complete(self, done_futures=None) -> None:
+        """Wait for the gloo works (or read ``done_futures``, theirs, already complete: a future's
+        callback must not wait on the thread that completes it), then write back and charge."""
         with self._lock:
             if self._error is not None:
                 raise self._error
             if self._done:
                 return
             try:
-                for w in self._works:
-                    w.wait()
+                if done_futures is None:
+                    for w in self._works:
+                        w.wait()
+                else:
+                    for f in done_futures:
+                        f.value()  # raises the work's error
             except RuntimeError as exc:  # gloo: a peer closed the connection or the wait timed out
                 self._error = self._fail(exc)
                 raise self._error from exc
@@ -148,8 +154,8 @@ class NeuronWork(dist.Work):
         self._complete()
 
     def get_future(self) -> torch.futures.Future:
-        def done(_):
-            self._complete()
+        def done(all_done):
+            self._complete(all_done.value())
             return self._outputs
 
         return torch.futures.collect_all([w.get_future() for w in self._works]).then(done)
@@ -401,6 +407,9 @@ def _interconnect() -> topology.Interconnect:
 def create(dist_backend_opts, backend_options) -> NeuronProcessGroup:
     """The creator registered with ``dist.Backend.register_backend`` (extended API: it needs the
     group's global ranks for the topology)."""
+    from neuronsim.device.distributed import fsdp
+
+    fsdp.install()  # FSDP2 is only ever used with a process group
     ranks = list(dist_backend_opts.global_ranks_in_group) or list(range(dist_backend_opts.group_size))
     return NeuronProcessGroup(dist_backend_opts.store, dist_backend_opts.group_rank, dist_backend_opts.group_size,
                               collective_timeout(dist_backend_opts.timeout), ranks)
