@@ -191,6 +191,12 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def getGroupDesc(self) -> str:
         return self._desc
 
+    def _get_backend(self, device):
+        """What c10d's Python side asks about capabilities (batch_isend_irecv: coalescing; FSDP2:
+        tensor allocation): the inner gloo backend, which answers "no" to both. A Python process
+        group has no C++ backend registered for ``neuron``, so torch's own method raises."""
+        return self._gloo
+
     @property
     def global_ranks(self) -> tuple[int, ...]:
         return self._global_ranks
