@@ -82,28 +82,38 @@ def layer_norm(y, mean, rstd, x, *affine, eps, rows, n, has_w, has_b):
     pw = min(P, rows)
     w_t = _broadcast(w, pw, n) if has_w else None
     b_t = _broadcast(b, pw, n) if has_b else None
-    chunks = _chunks(n, BN_FMAX)
     for r0 in nl.affine_range(0, rows, P):
         p = min(P, rows - r0)
         xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=xt, src=_rows(x, r0, p, n))
-        stats = nl.ndarray((p, 6 * len(chunks)), dtype=F32, buffer=nl.sbuf)
-        for k, (c0, cs) in enumerate(chunks):
-            nisa.bn_stats(dst=stats[:, 6 * k:6 * k + 6], data=xt[:, c0:c0 + cs])
-        mv = nl.ndarray((p, 2), dtype=F32, buffer=nl.sbuf)  # (mean, variance)
-        nisa.bn_aggr(dst=mv, data=stats)
-        rs = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
-        nisa.activation(dst=rs, op=ActFunc.rsqrt, data=mv[:, 1:2], bias=eps)
-        yt = nl.ndarray((p, n), dtype=y.dtype, buffer=nl.sbuf)
-        xh = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf) if has_w or has_b else yt
-        _normalize(xt, mv[:, 0:1], rs, xh)
-        if has_w:
-            nisa.tensor_tensor(dst=xh if has_b else yt, data1=xh, data2=w_t[:p], op=A.multiply)
-        if has_b:
-            nisa.tensor_tensor(dst=yt, data1=xh, data2=b_t[:p], op=A.add)
+        yt, mu, rs = normalize_rows(xt, w_t, b_t, eps, y.dtype)
         nisa.dma_copy(dst=_rows(y, r0, p, n), src=yt)
-        nisa.dma_copy(dst=_per_row(mean, r0, p), src=mv[:, 0:1])  # DMA casts to mean's dtype
+        nisa.dma_copy(dst=_per_row(mean, r0, p), src=mu)  # DMA casts to mean's dtype
         nisa.dma_copy(dst=_per_row(rstd, r0, p), src=rs)
+
+
+def normalize_rows(xt, w_t, b_t, eps, dtype):
+    """One row tile: ``(y, mean, rstd)`` of the rows of ``xt`` [p, n] in SBUF (y of ``dtype``; mean
+    and rstd [p, 1] fp32). The kernel above loads and stores; a fused region (``kernels/fused.py``)
+    passes its point-wise prologue's result as ``xt`` and its epilogue takes ``y``."""
+    p, n = xt.shape
+    chunks = _chunks(n, BN_FMAX)
+    stats = nl.ndarray((p, 6 * len(chunks)), dtype=F32, buffer=nl.sbuf)
+    for k, (c0, cs) in enumerate(chunks):
+        nisa.bn_stats(dst=stats[:, 6 * k:6 * k + 6], data=xt[:, c0:c0 + cs])
+    mv = nl.ndarray((p, 2), dtype=F32, buffer=nl.sbuf)  # (mean, variance)
+    nisa.bn_aggr(dst=mv, data=stats)
+    rs = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+    nisa.activation(dst=rs, op=ActFunc.rsqrt, data=mv[:, 1:2], bias=eps)
+    yt = nl.ndarray((p, n), dtype=dtype, buffer=nl.sbuf)
+    has_w, has_b = w_t is not None, b_t is not None
+    xh = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf) if has_w or has_b else yt
+    _normalize(xt, mv[:, 0:1], rs, xh)
+    if has_w:
+        nisa.tensor_tensor(dst=xh if has_b else yt, data1=xh, data2=w_t[:p], op=A.multiply)
+    if has_b:
+        nisa.tensor_tensor(dst=yt, data1=xh, data2=b_t[:p], op=A.add)
+    return yt, mv[:, 0:1], rs
 
 
 def _position(call: Call, t) -> int:
@@ -167,12 +177,7 @@ def layer_norm_backward(*views, rows, n, has_w, want):
     w = views[4] if has_w else None
     pw = min(P, rows)
     w_t = _broadcast(w, pw, n) if has_w else None
-    n_cols = -(-n // COLS)
-    sums = {}
-    for k, dtype in (("dw", F32), ("db", dy.dtype)):  # ones of the summed tile's dtype (TensorE pairs)
-        if want[k]:
-            acc = nl.ndarray((min(COLS, n), n_cols), dtype=F32, buffer=nl.psum)
-            sums[k] = (acc, nl.ones((pw, 1), dtype=dtype, buffer=nl.sbuf))
+    sums = column_sum_accumulators(want, n, pw, dy.dtype)
     for r0 in nl.affine_range(0, rows, P):
         p = min(P, rows - r0)
         xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
@@ -183,32 +188,56 @@ def layer_norm_backward(*views, rows, n, has_w, want):
         rs = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
         nisa.dma_copy(dst=mt, src=_per_row(mean, r0, p))
         nisa.dma_copy(dst=rs, src=_per_row(rstd, r0, p))
-        xh = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
-        _normalize(xt, mt, rs, xh)
-        tmp = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
-        if want["dw"]:
-            nisa.tensor_tensor(dst=tmp, data1=dyt, data2=xh, op=A.multiply)
-            _column_sums(sums["dw"][0], tmp, sums["dw"][1])
-        if want["db"]:
-            _column_sums(sums["db"][0], dyt, sums["db"][1])
-        if want["dx"]:
-            g = dyt
-            if has_w:
-                g = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
-                nisa.tensor_tensor(dst=g, data1=dyt, data2=w_t[:p], op=A.multiply)
-            c0 = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)  # -mean(g)
-            c1 = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)  # -mean(g * xhat)
-            nisa.tensor_reduce(dst=c0, op=A.add, data=g, axis=1)
-            nisa.tensor_scalar(dst=c0, data=c0, op0=A.multiply, operand0=-1.0 / n)
-            nisa.tensor_tensor(dst=tmp, data1=g, data2=xh, op=A.multiply)
-            nisa.tensor_reduce(dst=c1, op=A.add, data=tmp, axis=1)
-            nisa.tensor_scalar(dst=c1, data=c1, op0=A.multiply, operand0=-1.0 / n)
-            nisa.scalar_tensor_tensor(dst=tmp, data=xh, op0=A.multiply, operand0=c1, op1=A.add, operand1=g)
-            dxt = nl.ndarray((p, n), dtype=outs["dx"].dtype, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=dxt, data=tmp, op0=A.add, operand0=c0, op1=A.multiply, operand1=rs)
+        dxt = grad_rows(dyt, xt, mt, rs, w_t, want, sums, outs["dx"].dtype if want["dx"] else F32)
+        if dxt is not None:
             nisa.dma_copy(dst=_rows(outs["dx"], r0, p, n), src=dxt)
+    store_column_sums(sums, outs, n)
+
+
+def column_sum_accumulators(want, n, pw, dy_dtype) -> dict:
+    """PSUM accumulators (and their ones vectors) of grad_weight / grad_bias, as ``want`` asks."""
+    sums = {}
+    for k, dtype in (("dw", F32), ("db", dy_dtype)):  # ones of the summed tile's dtype (TensorE pairs)
+        if want[k]:
+            acc = nl.ndarray((min(COLS, n), -(-n // COLS)), dtype=F32, buffer=nl.psum)
+            sums[k] = (acc, nl.ones((pw, 1), dtype=dtype, buffer=nl.sbuf))
+    return sums
+
+
+def store_column_sums(sums: dict, outs: dict, n: int) -> None:
     for k, (acc, _) in sums.items():
         _store_columns(outs[k], acc, n)
+
+
+def grad_rows(dyt, xt, mt, rs, w_t, want, sums, dtype):
+    """One row tile of the backward: accumulates grad_weight/grad_bias into ``sums`` and returns
+    grad_input's rows (of ``dtype``; None if not wanted). Hooks as in :func:`normalize_rows`."""
+    p, n = xt.shape
+    xh = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+    _normalize(xt, mt, rs, xh)
+    tmp = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+    if want["dw"]:
+        nisa.tensor_tensor(dst=tmp, data1=dyt, data2=xh, op=A.multiply)
+        _column_sums(sums["dw"][0], tmp, sums["dw"][1])
+    if want["db"]:
+        _column_sums(sums["db"][0], dyt, sums["db"][1])
+    if not want["dx"]:
+        return None
+    g = dyt
+    if w_t is not None:
+        g = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=g, data1=dyt, data2=w_t[:p], op=A.multiply)
+    c0 = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)  # -mean(g)
+    c1 = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)  # -mean(g * xhat)
+    nisa.tensor_reduce(dst=c0, op=A.add, data=g, axis=1)
+    nisa.tensor_scalar(dst=c0, data=c0, op0=A.multiply, operand0=-1.0 / n)
+    nisa.tensor_tensor(dst=tmp, data1=g, data2=xh, op=A.multiply)
+    nisa.tensor_reduce(dst=c1, op=A.add, data=tmp, axis=1)
+    nisa.tensor_scalar(dst=c1, data=c1, op0=A.multiply, operand0=-1.0 / n)
+    nisa.scalar_tensor_tensor(dst=tmp, data=xh, op0=A.multiply, operand0=c1, op1=A.add, operand1=g)
+    dxt = nl.ndarray((p, n), dtype=dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=dxt, data=tmp, op0=A.add, operand0=c0, op1=A.multiply, operand1=rs)
+    return dxt
 
 
 @native("aten::native_layer_norm_backward.default")

@@ -42,32 +42,46 @@ MAX_STEPS = 1024  # row tiles x chunks; past this (tiny awkward dims) the op fal
 
 
 class RowTile:
-    """``p`` rows of every view: ``cols(k, c0, n)`` is view ``k``'s ``[p, n]`` HBM access pattern."""
+    """``p`` rows of every view: ``cols(k, c0, n)`` is view ``k``'s ``[p, n]`` HBM access pattern.
 
-    def __init__(self, views, p, offsets, p_steps, c_steps):
-        self.views, self.p, self.offsets, self.p_steps, self.c_steps = views, p, offsets, p_steps, c_steps
+    A view's rows are one partition walk, or two nested ones (``p_patterns[k]``: (step, count)
+    pairs) when the innermost row dim is short: [T, T] attention rows of many heads fill the
+    partitions with 128 // T heads at a time instead of T rows per tile."""
+
+    def __init__(self, views, p, offsets, p_patterns, c_steps):
+        self.views, self.p, self.offsets, self.p_patterns, self.c_steps = views, p, offsets, p_patterns, c_steps
 
     def cols(self, k, c0, n):
         v = self.views[k]
         step = self.c_steps[k]
-        return v.ap([[self.p_steps[k], self.p], [step, n]], offset=self.offsets[k] + c0 * step)
+        return v.ap([*map(list, self.p_patterns[k]), [step, n]], offset=self.offsets[k] + c0 * step)
 
 
 def row_tiles(views, dim: int) -> list[RowTile]:
     """Same-shape views cut into row tiles (every index but ``dim``), rows coalesced like ATen's
-    TensorIterator so contiguous leading dims are one partition walk."""
+    TensorIterator so contiguous leading dims are one partition walk; a short innermost row dim
+    is grouped with the next one's (two-level partition patterns)."""
     c_steps = [v.dims[dim][0] for v in views]
     sizes, steps = coalesce([v.dims[:dim] + v.dims[dim + 1:] for v in views])
     if not sizes:
         sizes, steps = (1,), [[0] for _ in views]
+    inner = sizes[-1]
+    group = min(PARTITIONS // inner, sizes[-2]) if inner < PARTITIONS and len(sizes) >= 2 else 1
+    looped = sizes[:-2] if group > 1 else sizes[:-1]
     tiles = []
-    for idx in itertools.product(*(range(n) for n in sizes[:-1])):
-        base = [v.offset + sum(i * s for i, s in zip(idx, st[:-1], strict=True))
+    for idx in itertools.product(*(range(n) for n in looped)):
+        base = [v.offset + sum(i * s for i, s in zip(idx, st, strict=False))
                 for v, st in zip(views, steps, strict=True)]
-        for p0 in range(0, sizes[-1], PARTITIONS):
-            p = min(PARTITIONS, sizes[-1] - p0)
+        if group > 1:
+            for q0 in range(0, sizes[-2], group):
+                g = min(group, sizes[-2] - q0)
+                tiles.append(RowTile(views, g * inner, [b + q0 * st[-2] for b, st in zip(base, steps, strict=True)],
+                                     [((st[-2], g), (st[-1], inner)) for st in steps], c_steps))
+            continue
+        for p0 in range(0, inner, PARTITIONS):
+            p = min(PARTITIONS, inner - p0)
             tiles.append(RowTile(views, p, [b + p0 * st[-1] for b, st in zip(base, steps, strict=True)],
-                                 [st[-1] for st in steps], c_steps))
+                                 [((st[-1], p),) for st in steps], c_steps))
     return tiles
 
 
@@ -122,34 +136,42 @@ def softmax_fwd(out, x, dim, log):
     for i in nl.affine_range(len(rows)):
         row = rows[i]
         load = _Loader(row, resident)
-        neg_max, total = _col(row.p), _col(row.p)
-        for j, (c0, n) in enumerate(chunks):
-            _row_reduce(neg_max, load(1, c0, n), A.maximum, j == 0, negate=True)
-        exps = []
-        for j, (c0, n) in enumerate(chunks):  # exp(x - max) and its row sum, one ScalarE pass
-            e = nl.ndarray((row.p, n), dtype=F32, buffer=nl.sbuf)
-            nisa.activation(dst=e, op=ActFunc.exp, data=load(1, c0, n), bias=neg_max, reduce_op=A.add,
-                            reduce_res=total, reduce_cmd="reset_reduce" if j == 0 else "reduce")
-            if resident and not log:
-                exps.append(e)
-        scale = _col(row.p)
+        softmax_row(row.p, chunks, resident, lambda c0, n, load=load: load(1, c0, n),
+                    lambda c0, n, y, row=row: nisa.dma_copy(dst=row.cols(0, c0, n), src=y), log, out.dtype)
+
+
+def softmax_row(p, chunks, resident, x_of, y_to, log, dtype):
+    """One row tile of ``p`` rows: ``x_of(c0, n)`` gives x's chunk in SBUF, ``y_to(c0, n, y)`` takes
+    the result's chunk (of ``dtype``). The kernel above loads and stores; a fused region
+    (``kernels/fused.py``) computes x by its point-wise prologue and sends y through its epilogue."""
+    neg_max, total = _col(p), _col(p)
+    for j, (c0, n) in enumerate(chunks):
+        _row_reduce(neg_max, x_of(c0, n), A.maximum, j == 0, negate=True)
+    exps = []
+    for j, (c0, n) in enumerate(chunks):  # exp(x - max) and its row sum, one ScalarE pass
+        e = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+        nisa.activation(dst=e, op=ActFunc.exp, data=x_of(c0, n), bias=neg_max, reduce_op=A.add,
+                        reduce_res=total, reduce_cmd="reset_reduce" if j == 0 else "reduce")
+        if resident and not log:
+            exps.append(e)
+    scale = _col(p)
+    if log:
+        nisa.activation(dst=scale, op=ActFunc.log, data=total)
+    else:
+        nisa.reciprocal(dst=scale, data=total)
+    for j, (c0, n) in enumerate(chunks):
+        y = nl.ndarray((p, n), dtype=dtype, buffer=nl.sbuf)
         if log:
-            nisa.activation(dst=scale, op=ActFunc.log, data=total)
+            nisa.tensor_scalar(dst=y, data=x_of(c0, n), op0=A.add, operand0=neg_max, op1=A.subtract,
+                               operand1=scale)
         else:
-            nisa.reciprocal(dst=scale, data=total)
-        for j, (c0, n) in enumerate(chunks):
-            y = nl.ndarray((row.p, n), dtype=out.dtype, buffer=nl.sbuf)
-            if log:
-                nisa.tensor_scalar(dst=y, data=load(1, c0, n), op0=A.add, operand0=neg_max, op1=A.subtract,
-                                   operand1=scale)
-            else:
-                if exps:
-                    e = exps[j]
-                else:  # streamed: recompute the chunk's exp rather than spill it to HBM
-                    e = nl.ndarray((row.p, n), dtype=F32, buffer=nl.sbuf)
-                    nisa.activation(dst=e, op=ActFunc.exp, data=load(1, c0, n), bias=neg_max)
-                nisa.tensor_scalar(dst=y, data=e, op0=A.multiply, operand0=scale)
-            nisa.dma_copy(dst=row.cols(0, c0, n), src=y)
+            if exps:
+                e = exps[j]
+            else:  # streamed: recompute the chunk's exp rather than spill it to HBM
+                e = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+                nisa.activation(dst=e, op=ActFunc.exp, data=x_of(c0, n), bias=neg_max)
+            nisa.tensor_scalar(dst=y, data=e, op0=A.multiply, operand0=scale)
+        y_to(c0, n, y)
 
 
 def softmax_bwd(grad_in, grad, y, dim, log):
@@ -158,27 +180,36 @@ def softmax_bwd(grad_in, grad, y, dim, log):
     for i in nl.affine_range(len(rows)):
         row = rows[i]
         load = _Loader(row, resident)
-        dot = _col(row.p)
-        for j, (c0, n) in enumerate(chunks):
-            g = load(1, c0, n)
-            if log:
-                _row_reduce(dot, g, A.add, j == 0)
-            else:
-                gy = nl.ndarray((row.p, n), dtype=F32, buffer=nl.sbuf)
-                nisa.tensor_tensor(dst=gy, data1=g, data2=load(2, c0, n), op=A.multiply)
-                _row_reduce(dot, gy, A.add, j == 0)
-        for c0, n in chunks:
-            g, yc = load(1, c0, n), load(2, c0, n)
-            dx = nl.ndarray((row.p, n), dtype=grad_in.dtype, buffer=nl.sbuf)
-            if log:
-                e = nl.ndarray((row.p, n), dtype=F32, buffer=nl.sbuf)
-                nisa.activation(dst=e, op=ActFunc.exp, data=yc)
-                nisa.scalar_tensor_tensor(dst=dx, data=e, op0=A.multiply, operand0=dot, op1=A.subtract,
-                                          operand1=g, reverse1=True)
-            else:
-                nisa.scalar_tensor_tensor(dst=dx, data=g, op0=A.subtract, operand0=dot, op1=A.multiply,
-                                          operand1=yc)
-            nisa.dma_copy(dst=row.cols(0, c0, n), src=dx)
+        softmax_bwd_row(row.p, chunks, lambda c0, n, load=load: load(1, c0, n),
+                        lambda c0, n, load=load: load(2, c0, n),
+                        lambda c0, n, dx, row=row: nisa.dma_copy(dst=row.cols(0, c0, n), src=dx),
+                        log, grad_in.dtype)
+
+
+def softmax_bwd_row(p, chunks, g_of, y_of, dx_to, log, dtype):
+    """One row tile of the backward: chunks of g and y from ``g_of``/``y_of``, dx (of ``dtype``)
+    to ``dx_to`` (hooks as in :func:`softmax_row`)."""
+    dot = _col(p)
+    for j, (c0, n) in enumerate(chunks):
+        g = g_of(c0, n)
+        if log:
+            _row_reduce(dot, g, A.add, j == 0)
+        else:
+            gy = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=gy, data1=g, data2=y_of(c0, n), op=A.multiply)
+            _row_reduce(dot, gy, A.add, j == 0)
+    for c0, n in chunks:
+        g, yc = g_of(c0, n), y_of(c0, n)
+        dx = nl.ndarray((p, n), dtype=dtype, buffer=nl.sbuf)
+        if log:
+            e = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+            nisa.activation(dst=e, op=ActFunc.exp, data=yc)
+            nisa.scalar_tensor_tensor(dst=dx, data=e, op0=A.multiply, operand0=dot, op1=A.subtract,
+                                      operand1=g, reverse1=True)
+        else:
+            nisa.scalar_tensor_tensor(dst=dx, data=g, op0=A.subtract, operand0=dot, op1=A.multiply,
+                                      operand1=yc)
+        dx_to(c0, n, dx)
 
 
 # ---------------------------------------------------------------- planners
