@@ -27,6 +27,7 @@ KEY = "PrivateUse1"
 
 _METADATA_OPS = (
     "as_strided",
+    "as_strided_",  # squeeze_, unsqueeze_, t_, transpose_ reach it: it must change the device tensor
     "view",
     "_reshape_alias",
     "unfold",
@@ -197,6 +198,36 @@ def _convolution_backward_overrideable(
     )
 
 
+_SDP_OVERRIDEABLE = int(torch.nn.attention.SDPBackend.OVERRIDEABLE)
+
+
+def _is_plain(*tensors) -> bool:
+    """Real device tensors, outside any dispatch mode (fake, functional, proxy: those keep the
+    composite, as they did before)."""
+    return (torch.utils._python_dispatch._get_current_dispatch_mode() is None
+            and all(t is None or type(t) in (torch.Tensor, torch.nn.Parameter) for t in tensors))
+
+
+def _scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
+                                  scale=None, enable_gqa=False):
+    """``scaled_dot_product_attention`` as ATen's composite, except for how the backend is chosen.
+
+    The composite asks a C++ dispatch stub, which a Python backend cannot register, so on this device
+    it always took the math path. Here the ``_fused_sdp_choice`` op is asked instead (its native
+    kernel answers OVERRIDEABLE for the calls the fused attention kernel covers): those run the
+    ``_scaled_dot_product_fused_attention_overrideable`` op, whose autograd formula is the fused
+    backward; every other call runs the composite as before."""
+    if _is_plain(query, key, value, attn_mask) and aten._fused_sdp_choice(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+    ) == _SDP_OVERRIDEABLE:
+        if attn_mask is not None and attn_mask.dtype == torch.bool:  # as the composite: an additive mask
+            attn_mask = torch.full_like(attn_mask, float("-inf"), dtype=query.dtype).masked_fill_(attn_mask, 0.0)
+        return aten._scaled_dot_product_fused_attention_overrideable(
+            query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale)[0]
+    return aten.scaled_dot_product_attention.default.decompose(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
 def _pin_memory(self, device=None):
     # Device memory is host memory, so "pinned" host memory for neuron is a plain host copy.
     if device is not None and torch.device(device).type not in (state.DEVICE_TYPE, "privateuseone"):
@@ -215,6 +246,12 @@ _NAMED = {
     "convolution_overrideable": _convolution_overrideable,
     "convolution_backward_overrideable": _convolution_backward_overrideable,
     "_local_scalar_dense": _local_scalar_dense,
+    # CompositeExplicitAutograd "not implemented" stubs would win over the fallback: route them here.
+    "_scaled_dot_product_fused_attention_overrideable": functools.partial(
+        execute, aten._scaled_dot_product_fused_attention_overrideable.default),
+    "_scaled_dot_product_fused_attention_overrideable_backward": functools.partial(
+        execute, aten._scaled_dot_product_fused_attention_overrideable_backward.default),
+    "scaled_dot_product_attention": _scaled_dot_product_attention,
     "record_stream": lambda self, stream: None,  # one in-order timeline: nothing to track
 }
 
@@ -260,6 +297,8 @@ def install() -> int:
     fallbacks.fallback(unsupported.sparse_kernel, "SparsePrivateUse1")
     fallbacks.fallback(unsupported.nested_kernel, "NestedTensorPrivateUse1")
     lib.impl("_make_dual", unsupported.forward_ad_kernel, "AutogradPrivateUse1")
+    # Above autograd too: the composite would otherwise decompose before the PrivateUse1 kernel.
+    lib.impl("scaled_dot_product_attention", _scaled_dot_product_attention, "AutogradPrivateUse1")
     unsupported.guard_nested_tensors()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "overriding a previously registered kernel" is intended

@@ -91,6 +91,11 @@ class Launch:
     # ``admit(inputs)`` False runs that call on the host, where ATen raises its own error (or computes
     # what the kernel does not cover). It runs before the Program, which never sees such values.
     admit: Callable[[list[Tensor]], bool] | None = None
+    # Ops whose results are not all fresh tensors (SymInts, undefined tensors: the fused attention
+    # ops): ``result(outputs)`` builds the op's return value from the fresh outputs the kernel wrote
+    # (the tensors among the meta results, in order). Such ops have no ATen-CPU kernel, so the
+    # Program computes them under ``NEURON_SIM_NUMERICS=fast`` too.
+    result: Callable[[list[Tensor]], object] | None = None
 
 
 @dataclass
@@ -227,6 +232,7 @@ class Entry:
     runtime: tuple[tuple[int, str], ...] = ()  # (position, name) of the runtime-scalar arguments
     returns_list: bool = False  # the op returns ``Tensor[]``
     admit: Callable[[list[Tensor]], bool] | None = None  # see Launch.admit
+    result: Callable[[list[Tensor]], object] | None = None  # see Launch.result
     _bases: tuple | None = None  # (core memory, template bases) for the calling thread's core
 
     @property
@@ -257,7 +263,7 @@ class Entry:
             return NotImplemented  # the chokepoint runs this call on the host
         index = inputs[0].get_device()
         opts = current_options()
-        if opts.numerics == "fast":
+        if opts.numerics == "fast" and self.result is None:
             result = run_on_host(self.plan, args, kwargs, charge=False)
         else:
             outputs = self._outputs(inputs, index)
@@ -292,6 +298,8 @@ class Entry:
     def _result(self, args, outputs):
         if self.written:
             return args[0] if self.plan.returns else None
+        if self.result is not None:
+            return self.result(outputs)
         if self.returns_list:
             return outputs
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -372,7 +380,7 @@ class NativeOp:
             return _DECLINED
         inputs = gather_inputs(positions, args, kwargs)
         written = sum(1 for pos, _, _ in positions if pos == 0) if plan.kind is WrapperKind.INPLACE else 0
-        outputs = _meta_outputs(self.op, args, kwargs)
+        outputs, complete = _meta_outputs(self.op, args, kwargs)
         if outputs is None or any(t.numel() == 0 for t in inputs):
             return _DECLINED
         if plan.kind is WrapperKind.INPLACE:
@@ -384,7 +392,7 @@ class NativeOp:
         runtime = tuple(runtime_scalars(self.runtime, args, kwargs).tolist()) if self.runtime else ()
         call = Call(self.op, plan, args, kwargs, inputs, outputs, tuple(p for p, _, _ in positions), runtime)
         launch = self.planner(call)
-        if launch is None:
+        if launch is None or (not complete and launch.result is None):
             return _DECLINED
         return _trace_entry(self, call, positions, written, launch)
 
@@ -427,21 +435,21 @@ def _to_meta(a):
     return a
 
 
-def _meta_outputs(op, args, kwargs) -> list[Tensor] | None:
-    """The op's results on meta tensors (in-place ops: ``[]``, the written inputs are the outputs)."""
+def _meta_outputs(op, args, kwargs) -> tuple[list[Tensor] | None, bool]:
+    """The op's tensor results on meta tensors (in-place ops: ``[]``, the written inputs are the
+    outputs), and whether those are all its results (else only a Launch with ``result`` takes it)."""
     try:
         result = op(*[_to_meta(a) for a in args], **{k: _to_meta(v) for k, v in kwargs.items()})
     except Exception:  # invalid arguments: the host computes the op and raises torch's own error
-        return None
+        return None, False
     if result is None:
-        return []
+        return [], True
     results = result if isinstance(result, tuple | list) else (result,)
     flat = []
     for r in results:
         flat.extend(r if isinstance(r, list) else (r,))
-    if not all(isinstance(r, Tensor) for r in flat):
-        return None
-    return flat
+    tensors = [r for r in flat if isinstance(r, Tensor)]
+    return tensors, len(tensors) == len(flat)
 
 
 def _trace_entry(native_op: NativeOp, call: Call, positions, written: int, launch: Launch) -> Entry:
@@ -514,7 +522,7 @@ def _trace_entry(native_op: NativeOp, call: Call, positions, written: int, launc
     returns_list = len(op._schema.returns) == 1 and str(op._schema.returns[0].type) == "List[Tensor]"
     return Entry(op, plan, plan.name, positions, output_specs, tuple(distinct), traced, prepared,
                  tuple(slots), fixed, flops, busy, nbytes, written, native_op.runtime, returns_list,
-                 admit=launch.admit)
+                 admit=launch.admit, result=launch.result)
 
 
 # ---------------------------------------------------------------- registration
@@ -522,18 +530,19 @@ def _trace_entry(native_op: NativeOp, call: Call, positions, written: int, launc
 PLANNERS: dict[str, Planner] = {}
 
 
-def native(*names: str, runtime: tuple[str, ...] = ()):
+def native(*names: str, runtime: tuple[str, ...] = (), kernel: type[NativeOp] = NativeOp):
     """Register the decorated planner for the ATen ops ``names`` (``"aten::add.Tensor"``).
 
     ``runtime`` names scalar arguments (or scalar lists) whose values change from call to call,
     like an optimizer's step sizes: they are left out of the signature key and reach the kernel as
-    the :data:`RUNTIME` operand, so a new value does not trace a new Program."""
+    the :data:`RUNTIME` operand, so a new value does not trace a new Program. ``kernel``: a
+    :class:`NativeOp` subclass for an op that is not a Program (``_fused_sdp_choice``'s answer)."""
 
     def register(planner: Planner) -> Planner:
         for name in names:
             PLANNERS[name] = planner
             op = op_overload(name)
-            register_native_kernel(op, NativeOp(op, planner, runtime))
+            register_native_kernel(op, kernel(op, planner, runtime))
         return planner
 
     return register
