@@ -221,7 +221,9 @@ def _scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
     ) == _SDP_OVERRIDEABLE:
         if attn_mask is not None and attn_mask.dtype == torch.bool:  # as the composite: an additive mask
-            attn_mask = torch.full_like(attn_mask, float("-inf"), dtype=query.dtype).masked_fill_(attn_mask, 0.0)
+            mask = attn_mask
+            attn_mask = torch.full_like(attn_mask, float("-inf"), dtype=query.dtype)
+            attn_mask.masked_fill_(mask, 0.0)
         return aten._scaled_dot_product_fused_attention_overrideable(
             query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale)[0]
     return aten.scaled_dot_product_attention.default.decompose(

@@ -182,8 +182,8 @@ def attention_fwd(out, lse, seed, offset, q, k, v, *bias, scale, causal, group):
                 ln = _col(lt)
                 nisa.activation(dst=ln, op=ActFunc.log, data=total)
                 nisa.tensor_tensor(dst=ln, data1=ln, data2=m, op=A.add)
-                nisa.dma_copy(dst=lse.ap([[sl_l, lt], [1, 1]], offset=lse.offset + b * sl_b + h * sl_h + l0 * sl_l),
-                              src=ln)
+                lse_at = lse.offset + b * sl_b + h * sl_h + l0 * sl_l
+                nisa.dma_copy(dst=lse.ap([[sl_l, lt], [1, 1]], offset=lse_at), src=ln)
     zero = nl.ndarray((1, 2), dtype=nl.int32, buffer=nl.sbuf)  # no dropout: philox seed and offset 0
     nisa.memset(dst=zero, value=0.0)
     for t in (seed, offset):
@@ -258,8 +258,8 @@ def attention_bwd(dq, dk, dv, g, q, k, v, o, lse, *bias, scale, causal, group):
                         dp_ps = nl.ndarray((lt, st), dtype=F32, buffer=nl.psum)
                         nisa.nc_matmul(dst=dp_ps, stationary=gT[:, l0:l0 + lt], moving=vT)
                         ds = nl.ndarray((lt, st), dtype=pdt, buffer=nl.sbuf)
-                        nisa.scalar_tensor_tensor(dst=ds, data=dp_ps, op0=A.subtract, operand0=dsum[:lt, i:i + 1],
-                                                  op1=A.multiply, operand1=p)
+                        nisa.scalar_tensor_tensor(dst=ds, data=dp_ps, op0=A.subtract,
+                                                  operand0=dsum[:lt, i:i + 1], op1=A.multiply, operand1=p)
                         nisa.nc_matmul(dst=dk_ps, stationary=ds, moving=qr[:lt, i, :])
                         dsT_ps = nl.ndarray((st, lt), dtype=pdt, buffer=nl.psum)
                         nisa.nc_transpose(dst=dsT_ps, data=ds)
@@ -270,7 +270,8 @@ def attention_bwd(dq, dk, dv, g, q, k, v, o, lse, *bias, scale, causal, group):
                         if kt_index == 0:  # key 0 is seen by every query: the first write
                             nisa.tensor_copy(dst=acc[:lt, i, :], src=dq_ps)
                         else:
-                            nisa.tensor_tensor(dst=acc[:lt, i, :], data1=acc[:lt, i, :], data2=dq_ps, op=A.add)
+                            part = acc[:lt, i, :]
+                            nisa.tensor_tensor(dst=part, data1=part, data2=dq_ps, op=A.add)
                 dkt = nl.ndarray((st, E), dtype=dk.dtype, buffer=nl.sbuf)
                 dvt = nl.ndarray((st, Ev), dtype=dv.dtype, buffer=nl.sbuf)
                 if touched:
@@ -367,8 +368,9 @@ class BackendChoice(NativeOp):
 @native("aten::_fused_sdp_choice.default", kernel=BackendChoice)
 def choose_sdp_backend(call: Call) -> int:
     q, k, v = call.arg(0, "query"), call.arg(1, "key"), call.arg(2, "value")
-    why = _uncovered(q, k, v, call.arg(3, "attn_mask"), call.arg(4, "dropout_p", 0.0), call.arg(5, "is_causal", False),
-                     call.kwargs.get("scale"), call.kwargs.get("enable_gqa", False))
+    why = _uncovered(q, k, v, call.arg(3, "attn_mask"), call.arg(4, "dropout_p", 0.0),
+                     call.arg(5, "is_causal", False), call.kwargs.get("scale"),
+                     call.kwargs.get("enable_gqa", False))
     enabled = torch._C._get_overrideable_sdp_enabled()  # sdpa_kernel(...) may have ruled it out
     return OVERRIDEABLE if why is None and enabled else MATH
 
@@ -386,7 +388,9 @@ def plan_attention(call: Call) -> Launch | None:
     flops = 2.0 * math.prod(q.shape[:-1]) * S * (q.shape[-1] + v.shape[-1]) / (2 if causal else 1)
     return Launch(attention_fwd, (OUT(0), OUT(1), OUT(2), OUT(3), *(IN(_position(call, t)) for t in ins)),
                   {"scale": _scale(scale, q), "causal": causal, "group": q.shape[-3] // k.shape[-3]},
-                  flops=flops, result=lambda outs: (outs[0], outs[1], None, None, L, S, outs[2], outs[3], None))
+                  flops=flops,
+                  # output, logsumexp, cum_seq_q/k, max_q/k, philox seed/offset, debug mask
+                  result=lambda outs: (outs[0], outs[1], None, None, L, S, outs[2], outs[3], None))
 
 
 @native("aten::_scaled_dot_product_fused_attention_overrideable_backward.default")

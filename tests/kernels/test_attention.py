@@ -227,3 +227,16 @@ def test_training_through_sdpa_matches_cpu():
     for a, b in zip(dev.parameters(), cpu.parameters(), strict=True):
         torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-4, atol=1e-5)
     assert ran_natively(BWD)
+
+
+@pytest.mark.parametrize("opts", [{"numerics": "fast"}, {"executor": "reference"}])
+def test_fast_numerics_and_the_reference_executor_run_the_program(opts):
+    """The fused ops have no ATen-CPU kernel: fast numerics still runs their Program (Launch.result),
+    and the reference executor computes what the Numba one does."""
+    import neuronsim
+
+    torch.manual_seed(4)
+    q, k, v = _leaves((1, 2, 21, 8), (1, 2, 19, 8), (1, 2, 19, 8), dtype=torch.float32)
+    with neuronsim.options(**opts):
+        _compare(q, k, v, torch.float32, is_causal=True)
+    assert ran_natively(FWD) and ran_natively(BWD)
