@@ -22,6 +22,20 @@ _as_strided = torch.ops.aten.as_strided.default
 _NARROW = dtype_policy.NARROW
 
 
+_NUMBERS = (bool, int, float, complex)
+
+
+def number_as_tensor(value) -> Tensor:
+    """A 0-dim CPU tensor for a Python number in a ``Tensor`` argument, of the dtype a wrapped
+    number takes (default float/complex dtypes), so type promotion is what ATen gives the number."""
+    if type(value) is float:
+        return torch.tensor(value, dtype=torch.get_default_dtype())
+    if type(value) is complex:
+        return torch.tensor(value, dtype=torch.complex64 if torch.get_default_dtype() != torch.float64
+                            else torch.complex128)
+    return torch.tensor(value)
+
+
 class _Conversion:
     """Turns device arguments into host arguments, noting what the call reads."""
 
@@ -84,7 +98,9 @@ def _run_fast(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
     bytes_in = 0
     signature = []
     hargs = []
-    for a in args:
+    for pos, a in enumerate(args):
+        if type(a) in _NUMBERS and pos in plan.tensor_args:
+            a = number_as_tensor(a)
         if isinstance(a, Tensor):
             if a.is_cpu:
                 if a.dim():
@@ -136,20 +152,21 @@ def _finish_other_result(plan, result, signature, bytes_in, index, charge: bool)
 
 def _run(plan: OpPlan, args: tuple, kwargs: dict, cast: bool, keep_int64: bool, charge: bool = True):
     conv = _Conversion(cast, keep_int64)
-    hargs = [conv(a) for a in args]
+    hargs = [conv(number_as_tensor(a) if type(a) in _NUMBERS and pos in plan.tensor_args else a)
+             for pos, a in enumerate(args)]
     hkwargs = {k: conv(v) for k, v in kwargs.items()} if kwargs else {}
     if conv.host_tensors and conv.index is not None:
         _check_same_device(plan, args, kwargs, conv.index)
     try:
         return _call(plan, args, kwargs, conv, hargs, hkwargs, charge)
-    except (RuntimeError, TypeError) as exc:
+    except (RuntimeError, TypeError, IndexError) as exc:
         if torch.int64 not in conv.narrowed or keep_int64:
             raise
         # Some host kernels insist on int64 indices (gather, nll_loss targets); index values are
         # the same in 32 bits, so rerun keeping them and remember the op.
         try:
             result = _run(plan, args, kwargs, cast, True, charge)
-        except (RuntimeError, TypeError):
+        except (RuntimeError, TypeError, IndexError):
             raise exc from None
         dtype_policy.learn_needs_int64(plan.name)
         return result

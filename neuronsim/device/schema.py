@@ -47,6 +47,9 @@ class OpPlan:
     dtype_args: tuple[ArgRef, ...]
     index_lists: tuple[ArgRef, ...]  # `Tensor?[] indices`: CPU index tensors are allowed
     casts_64bit: bool
+    # Positions typed ``Tensor``: the Python dispatcher hands a wrapped number (``remainder(t, 5)``
+    # reaching ``remainder.Tensor``) to a Python kernel as a plain number, which the op rejects.
+    tensor_args: frozenset[int] = frozenset()
 
     # The short path of the host fallback: no RNG, and one fresh result ("fresh") or an in-place
     # update returning ``self`` ("self"); None otherwise.
@@ -125,6 +128,7 @@ def plan_op(op: torch._ops.OpOverload) -> OpPlan:
         casts_64bit=name.split(".")[0] not in _NO_64BIT_CAST and kind is not WrapperKind.VIEW,
         fast_path=fast_path,
         call=op._op,
+        tensor_args=frozenset(pos for pos, arg in enumerate(schema.arguments) if str(arg.real_type) == "Tensor"),
     )
 
 

@@ -175,7 +175,7 @@ def signature_key(op, args: tuple, kwargs: dict, runtime: frozenset[int] = froze
     else:
         key = [op, tuple(_arg_key(a) for a in args)]
     if kwargs:
-        key.append(tuple((k, _arg_key(v)) for k, v in kwargs.items()))
+        key.append(tuple((k, _runtime_key(v) if k in runtime else _arg_key(v)) for k, v in kwargs.items()))
     plan = plan_for(op)
     if plan.kind is WrapperKind.INPLACE and args:
         written = args[0]
@@ -229,7 +229,7 @@ class Entry:
     engine_busy_ns: dict[str, float]
     bytes: int
     written: int = 0  # in-place ops: the first ``written`` inputs (``self``, or its elements) are the outputs
-    runtime: tuple[tuple[int, str], ...] = ()  # (position, name) of the runtime-scalar arguments
+    runtime: tuple[tuple[int, str, object], ...] = ()  # (position, name, default) of runtime scalars
     returns_list: bool = False  # the op returns ``Tensor[]``
     admit: Callable[[list[Tensor]], bool] | None = None  # see Launch.admit
     result: Callable[[list[Tensor]], object] | None = None  # see Launch.result
@@ -316,11 +316,12 @@ def gather_inputs(positions: tuple[InputPosition, ...], args: tuple, kwargs: dic
     return out
 
 
-def runtime_scalars(runtime: tuple[tuple[int, str], ...], args: tuple, kwargs: dict) -> Tensor:
-    """The call's runtime-scalar arguments as one fp32 vector (lists flattened, in argument order)."""
+def runtime_scalars(runtime: tuple[tuple[int, str, object], ...], args: tuple, kwargs: dict) -> Tensor:
+    """The call's runtime-scalar arguments as one fp32 vector (lists flattened, in argument order;
+    an argument left out takes its schema default)."""
     values = []
-    for pos, name in runtime:
-        a = args[pos] if pos < len(args) else kwargs[name]
+    for pos, name, default in runtime:
+        a = args[pos] if pos < len(args) else kwargs.get(name, default)
         if isinstance(a, list | tuple):
             values.extend(float(x) for x in a)
         else:
@@ -345,8 +346,10 @@ class NativeOp:
         unknown = set(runtime) - set(names)
         if unknown:
             raise ValueError(f"{op}: runtime arguments {sorted(unknown)} are not in its schema")
-        self.runtime = tuple((pos, n) for pos, n in enumerate(names) if n in runtime)
-        self._runtime_positions = frozenset(pos for pos, _ in self.runtime)
+        self.runtime = tuple((pos, a.name, a.default_value) for pos, a in enumerate(op._schema.arguments)
+                             if a.name in runtime)
+        # positions and keyword names: the key leaves their values out
+        self._runtime_positions = frozenset((*(pos for pos, _, _ in self.runtime), *runtime))
         self.entries: dict[tuple, Entry | object] = {}
         self._lock = threading.Lock()
 

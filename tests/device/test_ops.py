@@ -89,3 +89,48 @@ def test_ops_from_several_threads():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def _same_on_device(fn, *xs):
+    expected = fn(*xs)
+    got = fn(*[x.to("neuron") if isinstance(x, torch.Tensor) else x for x in xs])
+    assert got.device.type == "neuron" and got.dtype == expected.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("case", [
+    "matmul_1d_2d", "linear_1d", "rot90", "quantile", "squeeze_", "unsqueeze_", "transpose_",
+])
+def test_in_place_metadata_ops_change_the_device_tensor(case):
+    """squeeze_/unsqueeze_/t_ (reached by matmul of 1-D inputs, rot90, quantile) go through
+    ``as_strided_``, which must restride the device tensor itself, not a host alias of it."""
+    torch.manual_seed(0)
+    a, v, x = torch.randn(3, 4), torch.randn(4), torch.randn(5, 5, 5)
+    fn, args = {
+        "matmul_1d_2d": (lambda m, y: y @ m.t(), (a, v)),
+        "linear_1d": (lambda y, w: torch.nn.functional.linear(y, w), (v, a)),
+        "rot90": (lambda t: torch.rot90(t, 1, [0, 1]), (x,)),
+        "quantile": (lambda t: torch.quantile(t, 0.5), (v,)),
+        "squeeze_": (lambda t: t.clone()[None].squeeze_(0), (a,)),
+        "unsqueeze_": (lambda t: t.clone().unsqueeze_(1), (a,)),
+        "transpose_": (lambda t: t.clone().transpose_(0, 1) * 2, (a,)),
+    }[case]
+    _same_on_device(fn, *args)
+
+
+@pytest.mark.parametrize("case", ["remainder_int", "copysign_float", "take_along_dim"])
+def test_python_numbers_in_tensor_arguments_promote_like_wrapped_numbers(case):
+    torch.manual_seed(0)
+    ints, floats = torch.randint(-20, 20, (6,), dtype=torch.int32), torch.randn(6).bfloat16()
+    fn, args = {
+        "remainder_int": (lambda t: torch.remainder(t, 5), (ints,)),
+        "copysign_float": (lambda t: torch.copysign(t, -3.14), (floats,)),
+        "take_along_dim": (lambda t, i: torch.take_along_dim(t, i, 1),
+                           (torch.randn(3, 4), torch.randint(0, 4, (3, 2)))),
+    }[case]
+    _same_on_device(fn, *args)
+
+
+def test_host_kernels_that_insist_on_int64_indices_get_them():
+    t = torch.randn(4, 3)
+    _same_on_device(lambda x, i: x.index_fill(0, i, 1.5), t, torch.tensor([0, 2]))
