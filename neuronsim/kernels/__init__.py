@@ -88,6 +88,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::_foreach_sub.Scalar", "aten::_foreach_sub.ScalarList", "aten::_foreach_sub_.List",
         "aten::_foreach_sub_.Scalar", "aten::_foreach_sub_.ScalarList", "aten::_foreach_zero_.default",
     ),
+    "neuronsim.kernels.argreduce": (
+        "aten::argmax.default", "aten::argmin.default", "aten::max.dim", "aten::min.dim",
+    ),
     "neuronsim.kernels.copy": (
         "aten::cat.default", "aten::copy_.default",
     ),
