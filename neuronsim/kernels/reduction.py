@@ -27,7 +27,8 @@ Everything accumulates in fp32 and rounds once on the final write (bf16 in, bf16
 Covered: float32 / bfloat16 / float16 inputs and outputs (``dtype=`` among those), any dims,
 negative dims, keepdim, non-contiguous and expanded inputs. Not covered (they fall back): integer
 inputs (ATen's sums of integers are int64, and VectorE's fp32 max is not exact past 2^24). The ops
-with int64 index outputs (``max.dim``, ``min.dim``, ``argmax``, ``argmin``) are ``argreduce.py``'s. ``linalg_vector_norm`` covers ord 2, 1, inf and -inf.
+with int64 index outputs (``max.dim``, ``min.dim``, ``argmax``, ``argmin``) are ``argreduce.py``'s.
+``linalg_vector_norm`` covers ord 2, 1, inf and -inf.
 """
 
 from __future__ import annotations
