@@ -15,6 +15,7 @@ import argparse
 import csv
 import sys
 import time
+import unittest
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -38,6 +39,7 @@ class Row:
 @dataclass
 class Summary:
     rows: list[Row] = field(default_factory=list)
+    skipped: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (op, variant, dtype) -> why
 
     def rate(self, native: bool) -> tuple[int, int]:
         rs = [r for r in self.rows if r.native is native]
@@ -63,8 +65,35 @@ class Summary:
             f"op variants: {vp}/{len(variants)} passed ({pct(vp, len(variants)):.1f}%)  "
             f"samples: {len(self.rows)}  native: {np_}/{nn} passed ({pct(np_, nn):.1f}%)  "
             f"fallback: {fp}/{fn} passed ({pct(fp, fn):.1f}%)  "
-            f"distinct ATen ops passed natively: {len(self.native_ops_passed())}"
+            f"distinct ATen ops passed natively: {len(self.native_ops_passed())}  "
+            f"skipped as PyTorch's test_compare_cpu skips them: {len(self.skipped)} (op, dtype) pairs"
         )
+
+
+def compare_cpu_skip(opinfo, dtype: torch.dtype) -> str | None:
+    """Why PyTorch's own device-vs-CPU test (``TestCommon.test_compare_cpu``) does not compare this
+    op and dtype — undefined outputs (``empty``), CUDA-only ops (jiterator), known failures — or
+    None. The runner follows the same list rather than a list of its own."""
+    from torch.testing._internal.common_device_type import onlyCUDA
+    from torch.testing._internal.opinfo.core import DecorateInfo
+
+    for d in opinfo.decorators:
+        if d is onlyCUDA:
+            return "CUDA only"
+        if not isinstance(d, DecorateInfo) or d.cls_name not in (None, "TestCommon"):
+            continue
+        if d.test_name not in (None, "test_compare_cpu") or d.device_type not in (None, "privateuse1"):
+            continue
+        if (d.dtypes is not None and dtype not in d.dtypes) or not d.active_if:
+            continue
+        for dec in d.decorators:
+            if dec is unittest.expectedFailure:
+                return "expected failure in test_compare_cpu"
+            if getattr(dec, "__qualname__", "") == "skip.<locals>.decorator":
+                reason = next((c.cell_contents for c in dec.__closure__ or () if isinstance(c.cell_contents, str)),
+                              "skipped")
+                return f"skipped by test_compare_cpu: {reason}"
+    return None
 
 
 def _tolerance(dtype: torch.dtype) -> dict:
@@ -151,6 +180,10 @@ def run(
         supported = opinfo.supported_dtypes("cpu")
         for dtype in dtypes:
             if dtype not in supported:
+                continue
+            why = compare_cpu_skip(opinfo, dtype)
+            if why is not None:
+                summary.skipped[(opinfo.name, opinfo.variant_test_name, str(dtype).removeprefix("torch."))] = why
                 continue
             start = time.monotonic()
             try:
