@@ -11,7 +11,7 @@ from neuronsim.cli.options import SCRIPT_CONTEXT, chip_option, numerics_option, 
 
 HELP = f"""Run SCRIPT on the emulated device (as `neuronsim run`, {env.NEURON_SIM}=1) and profile it.
 
-Writes DIR/trace.json (Chrome/Perfetto trace: host torch ops, device ops on the device track and,
+Writes DIR/trace.json (Chrome/Perfetto trace: a host track, device ops on the device track and,
 with --detail instruction, one track per engine and DMA queue), DIR/summary.json (Neuron
 Explorer's field names and units), DIR/ops.csv (the op table), and prints a summary with
 recommendations. nki.simulate launches in the script are profiled too. Arguments after SCRIPT go
@@ -49,7 +49,15 @@ to the script; the exit code is the script's.
     "--host-ops/--no-host-ops",
     default=True,
     show_default=True,
-    help="Record host torch ops with torch.profiler (off if the script runs its own profiler).",
+    help="Draw a host track: the host time up to each device op, from the times the device "
+    "stamps on the ops it is given (no profiler callbacks: the script runs at full speed).",
+)
+@click.option(
+    "--torch-profiler",
+    is_flag=True,
+    help="Record the host track with torch.profiler instead: every ATen op, CPU ones and nested "
+    "ones too (costs time per op: tens of percent on scripts of many small ops; not with a "
+    "script that runs its own torch.profiler).",
 )
 @click.option("--html", is_flag=True, help="Also write DIR/report.html.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the summary table.")
@@ -61,6 +69,7 @@ def profile(
     detail: str,
     max_events: int,
     host_ops: bool,
+    torch_profiler: bool,
     html: bool,
     as_json: bool,
     script: str,
@@ -80,13 +89,13 @@ def profile(
         raise Abort(str(exc)) from None
     recording = session.start(detail)
     session.observe_nki_simulate()
-    code, host_text = _run_recorded(script, args, host_ops, max_events, recording)
+    code, host_text = _run_recorded(script, args, host_ops and torch_profiler, max_events, recording)
     session.stop()
     # Writing builds many small objects over a heap the script left large (traced Programs,
     # profiler results): full GC passes there would cost more than the writing itself.
     gc.disable()
     try:
-        files, doc = _write(recording, session, host_text, spec, max_events, out_dir, html)
+        files, doc = _write(recording, session, host_text, host_ops, spec, max_events, out_dir, html)
     finally:
         gc.enable()
     if as_json:
@@ -98,17 +107,22 @@ def profile(
     return code
 
 
-def _write(recording, session, host_text, spec, max_events: int, out_dir: str, html: bool):
+def _write(recording, session, host_text, host_ops: bool, spec, max_events: int, out_dir: str, html: bool):
+    """Build and write the profile. The host track is torch.profiler's (``host_text``) when it
+    recorded, else the one drawn from the device ops' issue times (``host_ops``), else none."""
     from neuronsim.cli.app import app
     from neuronsim.profiler import report
 
     with app.status("writing the profile"):
         from neuronsim.profiler import lane
 
-        base = lane.trace_base_ns(host_text) if host_text else None
+        if host_text:
+            base = lane.trace_base_ns(host_text)
+        else:
+            base = recording.started_wall_ns if host_ops else None
         doc, device_trace = report.session_profile(
             recording, session.device_events(), spec, host_base_ns=base, max_instruction_events=max_events,
-            max_op_events=max_events)
+            max_op_events=max_events, host_lane=host_ops and not host_text)
         trace = lane.merge_trace_text(host_text, device_trace) if host_text else device_trace
         out = report.write_profile(out_dir, doc, trace)
         files = {"trace": str(out / report.TRACE_FILE), "summary": str(out / report.SUMMARY_FILE),
@@ -122,13 +136,13 @@ def _write(recording, session, host_text, spec, max_events: int, out_dir: str, h
     return files, doc
 
 
-def _run_recorded(script: str, args, host_ops: bool, max_events: int, recording) -> tuple[int, str | None]:
-    """Run the script, under torch.profiler (CPU activity) when host ops are wanted and torch is
-    there; return its exit code and the host trace's JSON text (first ``max_events`` host slices)."""
+def _run_recorded(script: str, args, torch_profiler: bool, max_events: int, recording) -> tuple[int, str | None]:
+    """Run the script, under torch.profiler (CPU activity) when asked and torch is there; return
+    its exit code and torch.profiler's trace as JSON text (first ``max_events`` host slices)."""
     from neuronsim.cli.script import run_script
 
     torch = None
-    if host_ops:
+    if torch_profiler:
         try:
             import torch
         except ImportError:

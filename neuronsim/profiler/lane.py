@@ -11,6 +11,10 @@ issued them. :func:`add_device_lane` merges them in as a ``neuron:<i>`` process 
 ``on_trace_ready`` handlers) do this whenever ``ProfilerActivity.PrivateUse1`` is among the
 profiler's activities. The device calls it once, with a function returning its op events.
 torch is imported only inside those functions.
+
+``neuronsim profile`` does not need torch.profiler for its host lane: :func:`draw_host_ops` draws
+one host slice per device op from the times the device recorded when the host issued each op
+(its chokepoint stamps every op; no per-op profiler callbacks, so the script runs at full speed).
 """
 
 from __future__ import annotations
@@ -19,10 +23,54 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
 
 from neuronsim.profiler.events import DeviceOpEvent
 from neuronsim.profiler.trace import TraceBuilder, TraceStats, draw_device
+
+HOST_TID = 1
+HOST_TRACK = "Host: time to issue each device op"
+HOST_CATEGORY = "host_op"
+
+
+def draw_host_ops(b: TraceBuilder, devices: Mapping[int, Sequence[DeviceOpEvent]], since_ns: int,
+                  origin_ns: int, pid: int | None = None) -> int:
+    """Draw the host's side of the device ops into ``b``, at ns after ``origin_ns`` (a host
+    ``time.time_ns()``: the trace's time 0, as for :func:`~neuronsim.profiler.trace.draw_device`);
+    returns how many host slices were drawn.
+
+    The device stamps each op with the host time at which the host finished issuing it
+    (``wall_ns``: after a native kernel's computation, after a fallback's ATen call), so host
+    slice *i* spans from op *i-1*'s stamp (the first from ``since_ns``, when recording started) to
+    op *i*'s: the host time spent getting to that op — the script's Python, autograd and the op's
+    own host work. The slices tile the host timeline without overlapping; long ones point at
+    host-bound stretches. Past ``b.stats.max_op_events`` slices, runs of ops are aggregated.
+    Ops of every device are on the one host track, in issue order.
+    """
+    pid = os.getpid() if pid is None else pid
+    # wall times are ~1.8e18 ns: subtract the origin in integers before going to floats
+    issued = sorted((float(e.wall_ns - origin_ns), device, e.name) for device, events in devices.items()
+                    for e in events if e.wall_ns is not None)
+    if not issued:
+        return 0
+    b.process(pid, f"host (pid {pid})", sort_index=-1000)
+    b.thread(pid, HOST_TID, HOST_TRACK)
+    limit = b.stats.max_op_events
+    prev = float(since_ns - origin_ns)
+    for wall, device, name in issued[:limit]:
+        start = min(prev, wall)
+        b.slice(pid, HOST_TID, name, start, wall, HOST_CATEGORY, {"device": device})
+        prev = wall
+    rest = issued[limit:]
+    if rest:
+        for chunk in np.array_split(np.arange(len(rest)), min(max(1, limit // 10), len(rest))):
+            first, last = int(chunk[0]), int(chunk[-1])
+            b.slice(pid, HOST_TID, f"{chunk.size} device ops (aggregated)", prev, rest[last][0],
+                    HOST_CATEGORY, {"aggregated_ops": int(chunk.size), "first": rest[first][2]})
+            prev = rest[last][0]
+    return min(limit, len(issued))
 
 
 def add_device_lane(chrome_trace_json: dict | str | os.PathLike, device_events: Sequence[DeviceOpEvent],

@@ -187,26 +187,35 @@ def kernel_profile(
 def session_profile(session, devices: Mapping[int, Sequence[DeviceOpEvent]], chip, *,
                     host_base_ns: int | None = None,
                     max_instruction_events: int = DEFAULT_MAX_INSTRUCTION_EVENTS,
-                    max_op_events: int = DEFAULT_MAX_OP_EVENTS) -> tuple[dict, dict]:
+                    max_op_events: int = DEFAULT_MAX_OP_EVENTS, host_lane: bool = False) -> tuple[dict, dict]:
     """(summary document, device trace) of a profiled script: the ops of every device clock and
     the script's NKI launches.
 
     With ``host_base_ns`` (a torch.profiler export's ``baseTimeNanoseconds``) the trace is in that
     host time base, device ops aligned to when they were issued (see ``lane.py``), ready to be
     merged with the host trace (:func:`neuronsim.profiler.lane.merge_trace_text`); without, device
-    ops are on the simulated timeline and launches follow them.
+    ops are on the simulated timeline and launches follow them. ``host_lane`` (with
+    ``host_base_ns``, typically ``session.started_wall_ns``) adds the host track drawn from the
+    device ops' issue times (:func:`neuronsim.profiler.lane.draw_host_ops`) and makes the trace a
+    host-time one on its own (``baseTimeNanoseconds``), as torch.profiler's exports are.
     """
     detail = session.detail
     stats = TraceStats(max_instruction_events, max_op_events)
     in_host_time = host_base_ns is not None
     origin = host_base_ns if in_host_time else session.started_wall_ns
     b = TraceBuilder(stats=stats)
-    summaries, tables, fallback = [], [], {}
+    summaries, tables, fallback, cache = [], [], {}, {}
+    host_slices = 0
+    if host_lane and in_host_time:
+        from neuronsim.profiler.lane import draw_host_ops
+
+        host_slices = draw_host_ops(b, devices, session.started_wall_ns, origin)
     for device, events in sorted(devices.items()):
         draw_device(b, events, chip_name=chip.name, device=device, detail=detail,
-                    base_time_ns=session.started_wall_ns, origin_ns=origin, hta=in_host_time)
-        summaries.append(S.device_summary(events, chip))
-        tables += S.op_table(events)
+                    base_time_ns=session.started_wall_ns, origin_ns=origin,
+                    hta=in_host_time)
+        summaries.append(S.device_summary(events, chip, cache))
+        tables += S.op_table(events, cache=cache)
         for k, v in S.fallback_ops(events).items():
             fallback[k] = fallback.get(k, 0) + v
     launch_pid = 500
@@ -229,6 +238,9 @@ def session_profile(session, devices: Mapping[int, Sequence[DeviceOpEvent]], chi
     fields = _combine(summaries, chip)
     ops = _merge_rows(tables, fields["total_time"])
     trace = b.build(chip=chip.name, detail=detail)
+    if host_lane and in_host_time:
+        trace["baseTimeNanoseconds"] = origin
+        trace["otherData"]["neuronsim"]["host_op_events"] = host_slices
     notes = list(session.notes)
     if detail == "instruction" and devices and not any(e.kernel for evs in devices.values() for e in evs):
         notes.append("instruction detail: the device ops carry no kernel timelines yet, so only op slices "

@@ -26,7 +26,7 @@ Nothing here imports torch; the simulator is imported only when a Program is sum
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -213,64 +213,104 @@ def launch_summary(placed: Sequence[PlacedRun], chip: ChipSpec, cores: int | Non
 
 
 def _native_op_summary(event: DeviceOpEvent, cache: dict) -> dict:
-    """A native op's own summary: its kernel's, or what the event itself says."""
-    if event.kernel is not None:
-        key = id(event.kernel.timeline)
+    """A native op's own summary, launch excluded: its kernel's (computed once per Program
+    schedule, kept in ``cache``), or what the event itself says. Shared: do not modify."""
+    kernel = event.kernel
+    if kernel is not None:
+        key = id(kernel.timeline)
         hit = cache.get(key)
-        if hit is None or hit[0] is not event.kernel.timeline:
-            hit = cache[key] = (event.kernel.timeline, summarize(event.kernel))
-        s = dict(hit[1])
-    else:
-        s = empty_summary()
-        s["kernel_count"] = 1
-        for engine in ENGINES:
-            busy = float(event.engine_busy_ns.get(engine, 0.0)) * 1e-9
-            s[f"{engine}_engine_active_time"] = s[f"{engine}_engine_instruction_time"] = busy
-        s["dma_active_time"] = float(event.engine_busy_ns.get("dma", 0.0)) * 1e-9
-        s["model_flops"] = s["hardware_flops"] = int(event.flops)
-    s["kernel_launch_time"] = event.launch_ns * 1e-9
+        if hit is None or hit[0] is not kernel.timeline:
+            hit = cache[key] = (kernel.timeline, summarize(kernel))
+        return hit[1]
+    s = empty_summary()
+    s["kernel_count"] = 1
+    busy_ns = event.engine_busy_ns or {}
+    for engine in ENGINES:
+        busy = float(busy_ns.get(engine, 0.0)) * 1e-9
+        s[f"{engine}_engine_active_time"] = s[f"{engine}_engine_instruction_time"] = busy
+    s["dma_active_time"] = float(busy_ns.get("dma", 0.0)) * 1e-9
+    s["model_flops"] = s["hardware_flops"] = int(event.flops)
     return s
 
 
-def device_summary(events: Iterable[DeviceOpEvent], chip: ChipSpec) -> dict:
-    """The summary of a device run: its native ops' summaries merged, plus host fallbacks/copies."""
-    events = list(events)
-    cache: dict = {}
-    native = [_native_op_summary(e, cache) for e in events if e.kind == KERNEL]
-    first, last = device_span_ns(events)
-    s = merge_summaries(native, chip, total_time=(last - first) * 1e-9)
+def device_summary(events: Iterable[DeviceOpEvent], chip: ChipSpec, cache: dict | None = None) -> dict:
+    """The summary of a device run: its native ops' summaries merged, plus host fallbacks/copies.
+
+    Linear in the ops and cheap per op: a run repeats few Programs many times, so each distinct
+    kernel is summarized once and its additive fields are added times its count. ``cache`` (see
+    :func:`op_table`) shares the kernel summaries between calls."""
+    events = events if isinstance(events, Sequence) else list(events)
+    cache = {} if cache is None else cache
+    counts: dict[int, list] = {}  # id(timeline) -> [an event of that kernel, count]
+    s = empty_summary()
+    launch_ns = fallback_ns = transfer_ns = 0.0
     for e in events:
-        if e.kind == FALLBACK:
-            s["host_fallback_time"] += e.duration_ns * 1e-9
+        kind = e.kind
+        if kind == KERNEL:
+            launch_ns += e.launch_ns
+            if e.kernel is not None:
+                hit = counts.get(id(e.kernel.timeline))
+                if hit is None:
+                    counts[id(e.kernel.timeline)] = [e, 1]
+                else:
+                    hit[1] += 1
+            else:
+                _accumulate(s, _native_op_summary(e, cache), 1)
+        elif kind == FALLBACK:
+            fallback_ns += e.duration_ns
             s["host_fallback_count"] += 1
-        elif e.kind == TRANSFER:
-            s["host_transfer_time"] += e.duration_ns * 1e-9
+        elif kind == TRANSFER:
+            transfer_ns += e.duration_ns
             s["host_transfer_count"] += 1
             s["host_transfer_bytes"] += int(e.bytes)
+    for e, n in counts.values():
+        _accumulate(s, _native_op_summary(e, cache), n)
+    first, last = device_span_ns(events)
+    s["total_time"] = (last - first) * 1e-9
+    s["kernel_launch_time"] += launch_ns * 1e-9
+    s["host_fallback_time"] += fallback_ns * 1e-9
+    s["host_transfer_time"] += transfer_ns * 1e-9
+    s["neuroncore_count"] = max(1, s["neuroncore_count"])
     return derive(s, chip)
 
 
-def op_table(events: Iterable[DeviceOpEvent], total_time: float | None = None) -> list[dict]:
-    """One row per (op name, kind): count, device seconds, share of the total, FLOPs, bytes."""
-    rows: dict[tuple[str, str], dict] = defaultdict(
-        lambda: {"count": 0, "total_time": 0.0, "model_flops": 0, "bytes": 0})
-    span = 0.0
-    cache: dict = {}
+def _accumulate(into: dict, s: Mapping, times: int) -> None:
+    """``times`` runs of an op summarized by ``s``, one after another on one core (see
+    :func:`merge_summaries`)."""
+    for f in ADDITIVE:
+        v = s.get(f, 0)
+        if v:
+            into[f] += v * times
+    for f in PEAK:
+        v = s.get(f, 0)
+        if v > into[f]:
+            into[f] = v
+
+
+def op_table(events: Iterable[DeviceOpEvent], total_time: float | None = None,
+             cache: dict | None = None) -> list[dict]:
+    """One row per (op name, kind): count, device seconds, share of the total, FLOPs, bytes.
+    ``cache``: kernel summaries by Program schedule, shared with :func:`device_summary`."""
+    rows: dict[tuple[str, str], list] = {}  # (name, kind) -> [count, ns, model_flops, bytes]
+    cache = {} if cache is None else cache
     for e in events:
-        row = rows[(e.name, e.kind)]
-        row["count"] += 1
-        row["total_time"] += e.duration_ns * 1e-9
-        row["bytes"] += int(e.bytes)
+        row = rows.get((e.name, e.kind))
+        if row is None:
+            row = rows[(e.name, e.kind)] = [0, 0.0, 0, 0]
+        row[0] += 1
+        row[1] += e.duration_ns
+        row[3] += e.bytes
         if e.kind == KERNEL:
-            row["model_flops"] += _native_op_summary(e, cache)["model_flops"]
-        span += e.duration_ns * 1e-9
+            row[2] += _native_op_summary(e, cache)["model_flops"]
+    span = sum(row[1] for row in rows.values()) * 1e-9
     total = span if total_time is None else total_time
     table = []
-    for (name, kind), row in rows.items():
+    for (name, kind), (count, ns, flops, nbytes) in rows.items():
+        seconds = ns * 1e-9
         table.append({
-            "name": name, "kind": kind, "native": kind == KERNEL, **row,
-            "average_time": row["total_time"] / row["count"],
-            "total_time_percent": 100.0 * row["total_time"] / total if total > 0 else 0.0,
+            "name": name, "kind": kind, "native": kind == KERNEL, "count": count, "total_time": seconds,
+            "model_flops": int(flops), "bytes": int(nbytes), "average_time": seconds / count,
+            "total_time_percent": 100.0 * seconds / total if total > 0 else 0.0,
         })
     table.sort(key=lambda r: (-r["total_time"], r["name"]))
     return table

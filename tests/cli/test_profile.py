@@ -75,17 +75,56 @@ def test_profile_device_script_exit_code_and_host_plus_device_trace(tmp_path, mo
     doc = json.loads(result.stdout.split("\n", 1)[1])
     trace, summary, ops = _files(out)
     assert doc == summary
+    check_trace(trace)  # no torch.profiler events: our own phases only
+    host = [e for e in trace["traceEvents"] if e.get("cat") == "host_op"]
+    lane = [e for e in trace["traceEvents"] if e.get("ph") == "X" and "stream" in e.get("args", {})]
+    assert host and lane and not [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
+    # one host slice per device op, tiling the host track in issue order; each device op starts
+    # when the host finished issuing it (the end of its host slice), in the same time base
+    assert [e["name"] for e in host] == [e["name"].removeprefix("Memcpy HtoD (").removeprefix(
+        "Memcpy DtoH (").removesuffix(")").removesuffix(" (host fallback)") for e in lane]
+    for a, b in zip(host, host[1:], strict=False):
+        assert b["ts"] == pytest.approx(a["ts"] + a["dur"], abs=2e-3)
+    for h, d in zip(host, lane, strict=True):
+        assert d["ts"] >= h["ts"] + h["dur"] - 2e-3
+    assert host[0]["ts"] >= 0 and trace["baseTimeNanoseconds"] > 0
+    assert summary["trace"]["host_op_events"] == len(host)
+    _device_lane_matches_the_summary(trace, summary, ops, lane, out)
+    monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")  # our slices have ns resolution
+    _hta_sees_the_device_time(trace, lane, tmp_path)
+
+
+def test_profile_with_torch_profiler_host_ops(tmp_path, monkeypatch):
+    out = tmp_path / "prof"
+    result = neuronsim("profile", "-o", out, "--torch-profiler", "--html", _write(tmp_path, DEVICE))
+    assert result.returncode == 4, result.stderr
+    trace, summary, ops = _files(out)
     check_trace(trace, allow_foreign_phases=True)
     host = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
     lane = [e for e in trace["traceEvents"] if e.get("ph") == "X" and "stream" in e.get("args", {})]
-    assert host and lane
+    assert {"aten::mm", "aten::tanh"} <= {e["name"] for e in host} and lane
+    assert not [e for e in trace["traceEvents"] if e.get("cat") == "host_op"]
+    _device_lane_matches_the_summary(trace, summary, ops, lane, out)
+    monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")
+    _hta_sees_the_device_time(trace, lane, tmp_path)
+
+
+def test_profile_without_host_ops_has_no_host_track(tmp_path):
+    out = tmp_path / "prof"
+    result = neuronsim("profile", "-o", out, "--no-host-ops", _write(tmp_path, DEVICE))
+    assert result.returncode == 4, result.stderr
+    trace, summary, _ = _files(out)
+    check_trace(trace)
+    assert not [e for e in trace["traceEvents"] if e.get("cat") in ("host_op", "cpu_op")]
+    assert summary["kernel_count"] + summary["host_fallback_count"] >= 7 and "baseTimeNanoseconds" not in trace
+
+
+def _device_lane_matches_the_summary(trace, summary, ops, lane, out):
     assert summary["host_fallback_count"] + summary["kernel_count"] >= 7  # 3 mm, 3 tanh, 1 sum
     assert summary["total_time"] == pytest.approx(sum(e["dur"] for e in lane) * 1e-6, rel=1e-3)
     assert {r["name"] for r in ops} >= {"aten::mm", "aten::tanh"}
     html = (out / "report.html").read_text()
     assert "<svg" in html and "http://" not in html and "https://" not in html
-    monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")  # our slices have ns resolution
-    _hta_sees_the_device_time(trace, lane, tmp_path)
 
 
 def _hta_sees_the_device_time(trace, lane, tmp_path):
