@@ -55,9 +55,11 @@ def _exportable(host: torch.Tensor) -> torch.Tensor:
     return host.resolve_conj().resolve_neg()
 
 
-def empty_strided(size, stride, dtype: torch.dtype, index: int) -> torch.Tensor:
-    """Allocate a neuron tensor; checks the HBM budget before touching host memory."""
-    nbytes = _storage_bytes(size, stride, dtype)
+def empty_strided(size, stride, dtype: torch.dtype, index: int, nbytes: int | None = None) -> torch.Tensor:
+    """Allocate a neuron tensor; checks the HBM budget before touching host memory. ``nbytes``:
+    its storage bytes when the caller knows them (a cached kernel's outputs)."""
+    if nbytes is None:
+        nbytes = storage_bytes(size, stride, dtype)
     hbm.ledger(index).check(nbytes)
     return adopt(torch.empty_strided(size, stride, dtype=dtype), index)
 
@@ -71,7 +73,7 @@ def empty(size, dtype: torch.dtype, index: int) -> torch.Tensor:
     return adopt(torch.empty(size, dtype=dtype), index)
 
 
-def _storage_bytes(size, stride, dtype: torch.dtype) -> int:
+def storage_bytes(size, stride, dtype: torch.dtype) -> int:
     if any(s == 0 for s in size):
         return 0
     extent = 1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True))

@@ -233,6 +233,8 @@ class Entry:
     returns_list: bool = False  # the op returns ``Tensor[]``
     admit: Callable[[list[Tensor]], bool] | None = None  # see Launch.admit
     result: Callable[[list[Tensor]], object] | None = None  # see Launch.result
+    signature: tuple = ()  # (dtype, shape) of each input: what the clock records (fixed by the key)
+    output_bytes: tuple[int, ...] = ()  # storage bytes of each fresh output
     _bases: tuple | None = None  # (core memory, template bases) for the calling thread's core
 
     @property
@@ -257,12 +259,13 @@ class Entry:
         self._bases = (core, bases)
         return bases
 
-    def run(self, args: tuple, kwargs: dict):
+    def run(self, args: tuple, kwargs: dict, opts=None):
         inputs = gather_inputs(self.input_positions, args, kwargs)
         if self.admit is not None and not self.admit(inputs):
             return NotImplemented  # the chokepoint runs this call on the host
         index = inputs[0].get_device()
-        opts = current_options()
+        if opts is None:
+            opts = current_options()
         if opts.numerics == "fast" and self.result is None:
             result = run_on_host(self.plan, args, kwargs, charge=False)
         else:
@@ -281,7 +284,7 @@ class Entry:
             result = self._result(args, outputs)
         clock.clock(index).charge_kernel(
             self.name,
-            tuple((t.dtype, t.shape) for t in inputs),
+            self.signature,
             self.prepared.timeline.total_ns,
             self.bytes,
             kernel=self.prepared,
@@ -293,7 +296,8 @@ class Entry:
     def _outputs(self, inputs, index) -> list[Tensor]:
         if self.written:
             return inputs[: self.written]
-        return [memory.empty_strided(size, stride, dtype, index) for size, stride, dtype in self.output_specs]
+        return [memory.empty_strided(size, stride, dtype, index, nbytes)
+                for (size, stride, dtype), nbytes in zip(self.output_specs, self.output_bytes, strict=True)]
 
     def _result(self, args, outputs):
         if self.written:
@@ -354,8 +358,9 @@ class NativeOp:
         self._lock = threading.Lock()
 
     def __call__(self, op, args: tuple, kwargs: dict):
+        opts = current_options()
         try:
-            key = (current_options().chip, *signature_key(op, args, kwargs, self._runtime_positions))
+            key = (opts.chip, *signature_key(op, args, kwargs, self._runtime_positions))
         except _Decline:
             return NotImplemented
         entry = self.entries.get(key)
@@ -366,7 +371,7 @@ class NativeOp:
                     entry = self.entries[key] = self._build(args, kwargs)
         if entry is _DECLINED:
             return NotImplemented
-        return entry.run(args, kwargs)
+        return entry.run(args, kwargs, opts)
 
     # ------------------------------------------------------------ a signature's first call
 
@@ -525,7 +530,9 @@ def _trace_entry(native_op: NativeOp, call: Call, positions, written: int, launc
     returns_list = len(op._schema.returns) == 1 and str(op._schema.returns[0].type) == "List[Tensor]"
     return Entry(op, plan, plan.name, positions, output_specs, tuple(distinct), traced, prepared,
                  tuple(slots), fixed, flops, busy, nbytes, written, native_op.runtime, returns_list,
-                 admit=launch.admit, result=launch.result)
+                 admit=launch.admit, result=launch.result,
+                 signature=tuple((t.dtype, t.shape) for t in call.inputs),
+                 output_bytes=tuple(memory.storage_bytes(o.shape, o.stride(), o.dtype) for o in call.outputs))
 
 
 # ---------------------------------------------------------------- registration
