@@ -87,7 +87,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, *, model_name: str,
     from torch._functorch.aot_autograd import make_boxed_func
 
     start = time.perf_counter_ns()
-    regions = fuse_pointwise(gm)
+    regions = fuse_regions(gm)
     passes_done = time.perf_counter_ns()
     gm.recompile()
     lowered = time.perf_counter_ns()
@@ -128,9 +128,87 @@ def _candidate(node: torch.fx.Node):
     for a in node.args:
         if isinstance(a, torch.fx.Node):
             v = _value(a)
-            if not isinstance(v, torch.Tensor) or v.device.type != "neuron" or not v.is_floating_point():
+            if not isinstance(v, torch.Tensor) or v.device.type != "neuron":
+                return None
+            if not (v.is_floating_point() or v.dtype is torch.bool):  # bool: masked_fill's mask
                 return None
     return tuple(val.shape)
+
+
+def fuse_regions(gm: torch.fx.GraphModule) -> int:
+    """Anchored regions first (row-wise ops with their point-wise neighbours), then the remaining
+    point-wise chains; returns how many regions replaced their ops."""
+    fused = fuse_anchored(gm)
+    return fused + fuse_pointwise(gm)
+
+
+def fuse_anchored(gm: torch.fx.GraphModule) -> int:
+    """Fuse each softmax / layer norm (forward or backward) the fused kernel covers with the
+    point-wise ops of its shape that produce its main input (prologue) or consume its main result
+    (epilogue), e.g. ``x * scale -> masked_fill -> softmax`` or ``layer_norm_backward -> + residual``.
+
+    A member whose value is used outside the region becomes one of its results. The region runs
+    where its last member was, so every outside user of a member must come after that point;
+    epilogue, then prologue, are dropped if that does not hold (a use between them and the anchor).
+    """
+    from neuronsim.kernels.fused import ANCHORS, anchor_fusible
+
+    claimed: set[torch.fx.Node] = set()
+    fused = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in ANCHORS or node in claimed:
+            continue
+        if not anchor_fusible(node.target, node.args, _value):
+            continue
+        members = _anchored_members(gm, node, claimed)
+        if members is None:
+            continue
+        claimed.update(members)
+        _replace(gm, members, anchor=node)
+        fused += 1
+    if fused:
+        gm.graph.lint()
+    return fused
+
+
+def _anchored_members(gm, anchor: torch.fx.Node, claimed: set) -> list[torch.fx.Node] | None:
+    main = anchor.args[0]
+    shape = tuple(_value(main).shape)
+    prologue, stack = [], [main]
+    while stack:
+        v = stack.pop()
+        if (isinstance(v, torch.fx.Node) and v not in claimed and v not in prologue
+                and _candidate(v) == shape and len(prologue) < _MAX_REGION_STEPS // 2):
+            prologue.append(v)
+            stack.extend(v.args)
+    items = [u for u in anchor.users if u.target is operator.getitem]
+    if isinstance(_value(anchor), tuple | list) and len(items) != len(anchor.users):
+        return None  # a multi-result op whose tuple itself is used
+    result = anchor if not items else next((u for u in items if u.args[1] == 0), None)
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+
+    def runs_in_place(members) -> bool:  # every outside use comes after the region's last member
+        inside = set(members)
+        last = max(order[m] for m in members)
+        return all(order[u] > last for m in members for u in m.users if u not in inside)
+
+    core = [*prologue, anchor, *items]
+    if not runs_in_place(core):
+        core = [anchor, *items]
+    # The epilogue grows one consumer at a time while the region can still run in place: a chain
+    # of residual-gradient adds stops where the next add needs a value computed after the region.
+    epilogue, frontier = [], [result] if result is not None else []
+    while frontier and len(epilogue) < _MAX_REGION_STEPS // 2:
+        v = frontier.pop(0)
+        for u in v.users:
+            if (u not in claimed and u not in epilogue and _candidate(u) == shape
+                    and runs_in_place([*core, *epilogue, u])):
+                epilogue.append(u)
+                frontier.append(u)
+    members = sorted({*core, *epilogue}, key=order.__getitem__)
+    if len(members) == 1 + len(items) or not runs_in_place(members):
+        return None
+    return members
 
 
 def fuse_pointwise(gm: torch.fx.GraphModule) -> int:
@@ -161,7 +239,12 @@ def fuse_pointwise(gm: torch.fx.GraphModule) -> int:
     return fused
 
 
-def _replace(gm: torch.fx.GraphModule, members: list[torch.fx.Node]) -> None:
+def _constant(a):
+    """A step's constant argument, hashable (the Region is the key of its op)."""
+    return tuple(_constant(x) for x in a) if isinstance(a, list | tuple) else a
+
+
+def _replace(gm: torch.fx.GraphModule, members: list[torch.fx.Node], anchor: torch.fx.Node | None = None) -> None:
     from neuronsim.kernels.fused import Region, Step, region_op
 
     index = {node: j for j, node in enumerate(members)}
@@ -174,12 +257,12 @@ def _replace(gm: torch.fx.GraphModule, members: list[torch.fx.Node]) -> None:
             if a not in inputs:
                 inputs.append(a)
             return ("in", inputs.index(a))
-        return ("c", a)
+        return ("c", _constant(a))
 
     steps = tuple(Step(n.target, tuple(ref(a) for a in n.args), tuple(sorted(n.kwargs.items())))
                   for n in members)
     outputs = tuple(j for j, n in enumerate(members) if any(u not in index for u in n.users))
-    op = region_op(Region(len(inputs), steps, outputs))
+    op = region_op(Region(len(inputs), steps, outputs, None if anchor is None else index[anchor]))
     last = members[-1]
     with gm.graph.inserting_after(last):
         call = gm.graph.call_function(op, tuple(inputs))
