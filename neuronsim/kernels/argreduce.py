@@ -54,8 +54,10 @@ TOP_K = 8  # max8 / nc_find_index8 results per partition (and the fewest element
 CHUNK = 8192  # reduced elements per partition per load: 32 KiB of fp32 (max8 reads up to 16,384)
 MAX_STEPS = 1024  # loads per kernel; past this (tiny awkward dims) the op falls back
 MAX_INDEX = 2**24  # fp32 holds every index below this exactly
-SPREAD_KEPT = 16  # at most this many kept elements ...
-SPREAD_MIN = 4 * CHUNK  # ... each reducing at least this many: the spread layout
+# Both layouts are VectorE-bound (max8 + find_index8 read every element): rows take n elements
+# per partition for every 128 kept elements, spread n / 128 per kept element plus this many for
+# its instructions' fixed costs (measured on the simulator), so spread wins for few kept elements.
+SPREAD_OVERHEAD = 16
 DTYPES = (*FLOAT_DTYPES, torch.int8, torch.uint8, torch.int16)
 
 
@@ -94,7 +96,8 @@ def plan_layout(x, out, dim: int | None, keepdim: bool, negate: bool, values: bo
     if n >= MAX_INDEX:
         return None
     n_keep = math.prod(s for s, _, _ in kept)
-    scheme = "spread" if n_keep <= SPREAD_KEPT and n >= SPREAD_MIN else "rows"
+    spread = n_keep * (-(-n // P) + SPREAD_OVERHEAD) < -(-n_keep // P) * n
+    scheme = "spread" if spread and n >= P * TOP_K else "rows"
     return Layout(kept, n, step, scheme, negate, values)
 
 
@@ -172,34 +175,64 @@ def _row_max(x, base, pp, p_step, lay: Layout, iota):
     return _first_of(cand, gidx, pp, len(chunks), iota)
 
 
-def _spread_max(x, base, lay: Layout, iota):
-    """One kept element's reduction: 128 segments of the row, one per partition, then across them
-    (a short last segment is reduced on its own partition 0 and joins after the transpose)."""
+def _segment_maxima(x, base, k, k_step, pp, seg, lay: Layout, iota):
+    """Per partition ``s`` and kept element ``j``: the maximum ``[pp, k]`` of elements ``s*seg ..
+    (s+1)*seg`` of row ``j`` and its index in the segment. Short segments of several kept elements
+    share a load (one DMA and one negation for up to CHUNK elements per partition)."""
+    if seg > CHUNK:  # long segments: chunked one row at a time
+        cand, found = _tile((pp, k)), _tile((pp, k))
+        part = dataclasses.replace(lay, n=seg)
+        for j in nl.affine_range(k):
+            m, i = _row_max(x, base + j * k_step, pp, seg * lay.step, part, iota)
+            nisa.tensor_copy(cand[:, j:j + 1], m)
+            nisa.tensor_copy(found[:, j:j + 1], i)
+        return cand, found
+    m8, i8 = _tile((pp, TOP_K * k)), _tile((pp, TOP_K * k), nl.uint32)
+    per_load = min(k, CHUNK // seg)
+    for b in nl.affine_range(-(-k // per_load)):
+        j0 = b * per_load
+        kb = min(per_load, k - j0)
+        t = _tile((pp, kb * seg), x.dtype)
+        nisa.dma_copy(dst=t, src=x.ap([[seg * lay.step, pp], [k_step, kb], [lay.step, seg]],
+                                      offset=base + j0 * k_step))
+        if lay.negate:
+            work = _tile((pp, kb * seg))
+            nisa.tensor_scalar(work, t, A.multiply, -1.0, engine=nisa.engine.scalar)
+            t = work
+        for j in range(kb):
+            at = slice(TOP_K * (j0 + j), TOP_K * (j0 + j + 1))
+            nisa.max8(m8[:, at], t[:, j * seg:(j + 1) * seg])
+            nisa.nc_find_index8(i8[:, at], t[:, j * seg:(j + 1) * seg], m8[:, at])
+    return m8[:, ::TOP_K], i8[:, ::TOP_K]
+
+
+def _spread_max(x, base, k, k_step, lay: Layout, iota):
+    """``k`` kept elements' reductions: each row cut into up to 128 segments, one per partition
+    (a column per kept element), then a transpose puts each row's segments along its partition's
+    free axis, combined as chunks are. A short last segment is reduced with the kept elements on
+    the partitions and joins after the transpose."""
     seg = -(-lay.n // P)
     pp, tail = divmod(lay.n, seg)
-    m, i = _row_max(x, base, pp, seg * lay.step, dataclasses.replace(lay, n=seg), iota)
-    bases = _tile((pp, 1))  # segment k's indices start at k * seg: iota's partition multiplier
-    nisa.iota(bases, [[0, 1]], channel_multiplier=seg)
-    gidx = _tile((pp, 1))
-    nisa.tensor_tensor(gidx, i, bases, A.add)
-    cand = _tile((pp, 1))
-    nisa.tensor_copy(cand, m)
-    w = pp + (tail > 0)
-    row_c = nl.ndarray((1, pp), dtype=F32, buffer=nl.psum)
-    row_i = nl.ndarray((1, pp), dtype=F32, buffer=nl.psum)
+    cand, found = _segment_maxima(x, base, k, k_step, pp, seg, lay, iota)
+    starts = _tile((pp, 1))  # segment s's indices start at s * seg: iota's partition multiplier
+    nisa.iota(starts, [[0, 1]], channel_multiplier=seg)
+    gidx = _tile((pp, k))
+    nisa.tensor_scalar(gidx, found, A.add, starts)
+    row_c = nl.ndarray((k, pp), dtype=F32, buffer=nl.psum)
+    row_i = nl.ndarray((k, pp), dtype=F32, buffer=nl.psum)
     nisa.nc_transpose(row_c, cand)  # moves bits: NaN and -0.0 survive
     nisa.nc_transpose(row_i, gidx)
-    c = _tile((1, max(w, TOP_K)))
+    w = pp + (tail > 0)
+    c, g = _tile((k, max(w, TOP_K))), _tile((k, w))
     if w < TOP_K:
         nisa.memset(c[:, w:], -math.inf)
-    g = _tile((1, w))
     nisa.tensor_copy(c[:, :pp], row_c)
     nisa.tensor_copy(g[:, :pp], row_i)
     if tail:
-        mt, it = _row_max(x, base + pp * seg * lay.step, 1, 0, dataclasses.replace(lay, n=tail), iota)
+        mt, it = _row_max(x, base + pp * seg * lay.step, k, k_step, dataclasses.replace(lay, n=tail), iota)
         nisa.tensor_copy(c[:, pp:w], mt)
         nisa.tensor_scalar(g[:, pp:w], it, A.add, float(pp * seg))
-    return _first_of(c, g, 1, w, iota)
+    return _first_of(c, g, k, w, iota)
 
 
 # ---------------------------------------------------------------- the kernel
@@ -223,39 +256,31 @@ def arg_reduce(*views, layout: Layout):
     iota = _Iota()
     walks = list(_kept_walk(layout.kept))
     spread = layout.scheme == "spread"
+    n_keep = math.prod(n for n, _, _ in layout.kept)
+    loads = (n_keep if spread else -(-n_keep // P)) * -(-layout.n // (P * CHUNK if spread else CHUNK))
+    if loads > MAX_STEPS:
+        raise Declined(f"{loads} loads")
     for xo, oo, (n, xs, os_) in walks:
-        groups = 1 if spread else -(-n // P)
-        loads = len(walks) * groups * -(-layout.n // CHUNK) * (1 if not spread else 2)
-        if loads > MAX_STEPS:
-            raise Declined(f"{loads} loads")
-        width = 1 if spread else min(P, n)
-        cols = n if spread else groups
-        idx = _tile((width, 2 * cols), nl.int32)
+        groups = -(-n // P)
+        idx = _tile((min(P, n), 2 * groups), nl.int32)
         nisa.memset(idx, 0)  # the high words (indices are non-negative)
-        res = _tile((width, cols), vals.dtype) if vals is not None else None
-        for g in nl.affine_range(n if spread else groups):
+        res = _tile((min(P, n), groups), vals.dtype) if vals is not None else None
+        for g in nl.affine_range(groups):
+            pp = min(P, n - g * P)
+            base = x.offset + xo + g * P * xs
             if spread:
-                m, i = _spread_max(x, x.offset + xo + g * xs, layout, iota)
-                slot = slice(0, 1)
+                m, i = _spread_max(x, base, pp, xs, layout, iota)
             else:
-                pp = min(P, n - g * P)
-                m, i = _row_max(x, x.offset + xo + g * P * xs, pp, xs, layout, iota)
-                slot = slice(0, pp)
-            nisa.tensor_copy(idx[slot, 2 * g:2 * g + 1], i)
+                m, i = _row_max(x, base, pp, xs, layout, iota)
+            nisa.tensor_copy(idx[:pp, 2 * g:2 * g + 1], i)
             if res is not None:
                 if layout.negate:
-                    nisa.tensor_scalar(res[slot, g:g + 1], m, A.multiply, -1.0)
+                    nisa.tensor_scalar(res[:pp, g:g + 1], m, A.multiply, -1.0)
                 else:
-                    nisa.tensor_copy(res[slot, g:g + 1], m)
-        if spread:  # results along one partition: one row each
-            nisa.dma_copy(dst=idx_out.ap([[0, 1], [2 * os_, n], [1, 2]], offset=idx_out.offset + 2 * oo),
-                          src=idx)
-            if res is not None:
-                nisa.dma_copy(dst=vals.ap([[0, 1], [os_, n]], offset=vals.offset + oo), src=res)
-        else:
-            _store_indices(idx_out, oo, os_, idx, n)
-            if res is not None:
-                _store_columns(vals, oo, os_, res, n)
+                    nisa.tensor_copy(res[:pp, g:g + 1], m)
+        _store_indices(idx_out, oo, os_, idx, n)
+        if res is not None:
+            _store_columns(vals, oo, os_, res, n)
 
 
 # ---------------------------------------------------------------- planners

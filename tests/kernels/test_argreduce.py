@@ -71,6 +71,9 @@ def _scheme(x, dim):
     ((2, 50_000), 1, "spread"),
     ((100_000,), None, "spread"),
     ((3, 7), None, "rows"),
+    ((64, 4096), 1, "spread"),  # 64 segments of 32 per partition: one load
+    ((128, 4096), 1, "rows"),  # the partitions are full already
+    ((130, 3000), 1, "spread"),  # a second, partial group of kept elements
 ])
 def test_layout_choice(shape, dim, scheme):
     assert _scheme(torch.empty(shape), dim) == scheme
@@ -117,6 +120,17 @@ def test_spread_matches_cpu():
     _check(lambda t: t.argmax(), y, "aten::argmax")
     _check(lambda t: t.argmin(), y, "aten::argmin")
     _check(lambda t: torch.max(t, 0), y, "aten::max.dim")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_spread_of_many_kept_elements(dtype):
+    _all_four(_x((32, 2048), dtype, seed=14, ties=True), 1)
+    x = _x((130, 3001), dtype, seed=15)  # two groups, a short last segment
+    x[129, 3000] = 100
+    x[128, 0] = float("nan")
+    x[3, 2999] = float("-inf")
+    _all_four(x, -1)
+    _all_four(x.t(), 0)  # the kept elements are the innermost: partitions walk them with a stride
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -236,13 +250,13 @@ def test_spread_is_faster_than_one_partition():
     _x((1, 60_000)).to("neuron").argmax(-1)
     spread = _native_ns("aten::argmax.default")
     registry.entries("aten::argmax.default").clear()
-    old = argreduce.SPREAD_MIN
-    argreduce.SPREAD_MIN = 10**9
+    old = argreduce.SPREAD_OVERHEAD
+    argreduce.SPREAD_OVERHEAD = 10**9  # rows: one partition
     try:
         _x((1, 60_000)).to("neuron").argmax(-1)
         rows = _native_ns("aten::argmax.default")
     finally:
-        argreduce.SPREAD_MIN = old
+        argreduce.SPREAD_OVERHEAD = old
         registry.entries("aten::argmax.default").clear()
     assert spread * 4 < rows, (spread, rows)
 
