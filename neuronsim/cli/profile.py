@@ -136,7 +136,8 @@ def _write(recording, session, host_text, host_ops: bool, spec, max_events: int,
     return files, doc
 
 
-def _run_recorded(script: str, args, torch_profiler: bool, max_events: int, recording) -> tuple[int, str | None]:
+def _run_recorded(script: str, args, torch_profiler: bool, max_events: int,
+                  recording) -> tuple[int, str | None]:
     """Run the script, under torch.profiler (CPU activity) when asked and torch is there; return
     its exit code and torch.profiler's trace as JSON text (first ``max_events`` host slices)."""
     from neuronsim.cli.script import run_script
