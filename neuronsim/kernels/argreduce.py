@@ -14,10 +14,12 @@ keeps to the top-8 instructions), negated back.
   column, and the chunk maxima get the same max8/find_index8 treatment: the first chunk holding the
   maximum, whose index an iota compare and a select-sum pick. A row shorter than 8 is padded with
   ``-inf`` (never chosen before a real element: the first occurrence wins).
-- ``spread``: few kept elements and a long reduction (``argmax`` of a flattened tensor, a batch of
-  one): each kept element's reduced elements are cut into 128 segments, one per partition, found
-  as in rows; a TensorE transpose (it moves bits) lays the partitions' maxima and indices along one
-  partition's free axis, combined as chunks are.
+- ``spread``: few kept elements and long reductions (``argmax`` of a flattened tensor, a batch of
+  a few rows over a vocabulary): each kept element's reduced elements are cut into up to 128
+  segments, one per partition (the segments of several kept elements share one load), found as in
+  rows; a TensorE transpose (it moves bits) lays each kept element's segment maxima and indices
+  along its own partition, combined as chunks are. Both layouts are VectorE-bound; the planner
+  picks the one with fewer elements per partition to read (``SPREAD_OVERHEAD``).
 
 No 64-bit dtype exists on the chip: an int64 output is its (low, high) int32 words (``bridge.py``).
 Indices are collected in an SBUF ``[p, 2 * groups]`` int32 tile whose high words are zero, and

@@ -133,6 +133,34 @@ def test_spread_of_many_kept_elements(dtype):
     _all_four(x.t(), 0)  # the kept elements are the innermost: partitions walk them with a stride
 
 
+def test_spread_over_an_outer_dim():
+    _all_four(_x((5000, 4), seed=16, ties=True), 0)  # the reduced elements 4 apart
+
+
+def test_spread_with_chunked_segments(monkeypatch):
+    # segments longer than a chunk (rows of more than 128 * CHUNK): a small CHUNK makes them cheap
+    monkeypatch.setattr(argreduce, "CHUNK", 64)
+    names = ("aten::max.dim", "aten::min.dim", "aten::argmax.default", "aten::argmin.default")
+    for name in names:
+        registry.entries(name).clear()
+    try:
+        x = _x((3, 20_011), seed=17, ties=True)
+        assert _scheme(x, 1) == "spread"
+        x[2, 20_010] = 9
+        x[1, 150] = float("nan")
+        _all_four(x, 1)
+    finally:
+        for name in names:
+            registry.entries(name).clear()  # the next tests trace with the real CHUNK
+
+
+def test_float16():
+    x = _x((70, 300), torch.float16, seed=18, ties=True)
+    _all_four(x, 1)
+    _all_four(x, 0)
+    _check(lambda t: t.argmax(), _x((5000,), torch.float16, seed=19), "aten::argmax")
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_flattened_argmax(dtype):
     x = _x((37, 41), dtype, seed=6)
@@ -211,6 +239,18 @@ def test_wide_integers_and_bool_fall_back():
         _same(v, w)
         _same(i, j)
         assert "aten::max.dim" in torch.neuron.get_fallback_ops()
+
+
+def test_uncovered_signatures_fall_back():
+    xm = torch.empty(argreduce.MAX_INDEX, device="meta")  # indices past fp32's exact integers
+    assert argreduce.plan_layout(xm, xm.argmax(), 0, False, False, False) is None
+    x = _x((6, 20), seed=20, ties=True)
+    torch.neuron.clear_op_tracking()
+    v, i = torch.topk(x.to("neuron"), 3)  # ties among the top k: find_index8 would repeat an index
+    w, j = torch.topk(x, 3)
+    _same(v, w)
+    assert torch.equal(x.gather(1, i.cpu()), w) and all(len(set(r.tolist())) == 3 for r in i.cpu())
+    assert "aten::topk" in torch.neuron.get_fallback_ops()
 
 
 def test_invalid_arguments_raise_torchs_error():
