@@ -122,3 +122,121 @@ def test_autocast_with_compile(where):
     else:
         soft, out = compiled(x)
     assert out.dtype == torch.bfloat16 and soft.dtype == torch.float32
+
+
+# ---------------------------------------------------------------- fusion across row-wise ops
+
+
+def attention_probs(scores, mask):
+    return torch.softmax((scores * 0.25).masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def residual_norm(x, pos, w, b):
+    h = x + pos  # pos broadcast over the batch
+    return h, torch.nn.functional.layer_norm(h, (x.shape[-1],), w, b)
+
+
+def _executed():
+    return torch.neuron.get_executed_ops()
+
+
+def _close(got, want, tol):
+    """``got`` against an fp32 reference; bf16 tolerances scale with the tensor's magnitude."""
+    atol = tol.get("atol", 1e-5) * max(1.0, want.abs().nan_to_num(0, 0, 0).max().item())
+    torch.testing.assert_close(got.float(), want, rtol=tol.get("rtol", 1.3e-6), atol=atol,
+                               equal_nan=tol.get("equal_nan", False))
+
+
+def _grads_match(f, cpu_args, tol, make_grad):
+    """Forward and backward of ``torch.compile(f)`` on the device against ``f`` on the CPU in fp32."""
+    dev = [a.to("neuron").requires_grad_(a.is_floating_point()) for a in cpu_args]
+    ref = [(a.float() if a.is_floating_point() else a).requires_grad_(a.is_floating_point()) for a in cpu_args]
+    got, want = torch.compile(f, backend="neuron")(*dev), f(*ref)
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    grads = [make_grad(w) for w in want]
+    torch.autograd.backward(got, [g.to(dtype=dev[0].dtype, device="neuron") for g in grads])
+    torch.autograd.backward(want, [g.to(dev[0].dtype).float() for g in grads])
+    for g, w in zip(got, want, strict=True):
+        _close(g.detach().cpu(), w.detach(), tol)
+    for d, r in zip(dev, ref, strict=True):
+        if r.grad is not None:
+            _close(d.grad.cpu(), r.grad, tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_scale_mask_softmax_is_one_kernel_forward_and_backward(dtype):
+    torch.manual_seed(2)
+    t = 24  # rows of 24: 5 heads per 128-partition tile, a partial last tile
+    scores = torch.randn(3, 5, t, t).to(dtype)
+    scores[0, 0, 3, 1] = float("nan")  # NaN in a kept position propagates to its row, as in ATen
+    mask = torch.tril(torch.ones(t, t, dtype=torch.bool))  # [T, T] broadcast over [B, H, T, T]
+    tol = {"equal_nan": True, **({} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2})}
+    _grads_match(attention_probs, [scores, mask], tol, lambda w: torch.randn(w.shape))
+    ops = _executed()
+    assert not torch.neuron.get_fallback_ops()
+    assert not {"aten::_softmax", "aten::_softmax_backward_data", "aten::masked_fill_.Scalar"} & set(ops)
+    assert sum("neuronsim_fused::region" in op for op in ops) >= 2  # forward and backward regions
+    assert [m["fused_regions"] for m in torch.neuron.get_dynamo_metrics()] == [1, 1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_residual_add_layer_norm_and_its_backward_fuse(dtype):
+    torch.manual_seed(3)
+    x, pos = torch.randn(3, 50, 48).to(dtype), torch.randn(50, 48).to(dtype)  # 150 rows: a partial tile
+    w, b = torch.randn(48).to(dtype), torch.randn(48).to(dtype)
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {"rtol": 4e-2, "atol": 4e-2}
+    _grads_match(residual_norm, [x, pos, w, b], tol, lambda v: torch.randn(v.shape))
+    ops = _executed()
+    assert not torch.neuron.get_fallback_ops()
+    assert "aten::native_layer_norm" not in ops and any("region" in op for op in ops)
+
+
+def test_layer_norm_backward_takes_the_residual_gradient_add():
+    def block(x, w, b):
+        h = torch.nn.functional.layer_norm(x, (32,), w, b)
+        return x + h * h  # backward: grad(x) = grad + layer_norm_backward(...)
+
+    torch.manual_seed(4)
+    args = [torch.randn(4, 40, 32), torch.randn(32), torch.randn(32)]
+    _grads_match(block, args, {"rtol": 1e-4, "atol": 1e-4}, lambda v: torch.randn(v.shape))
+    assert "aten::native_layer_norm_backward" not in _executed()
+
+
+def test_rows_too_long_for_sbuf_keep_the_library_kernel():
+    x = torch.randn(4, 3000)
+    got = torch.compile(lambda t: torch.softmax(t * 2.0, -1), backend="neuron")(x.to("neuron"))
+    torch.testing.assert_close(got.cpu(), torch.softmax(x * 2.0, -1))
+    assert "aten::_softmax" in _executed() and not torch.neuron.get_fallback_ops()
+
+
+def _train_gpt_step_profile(compiled: bool, steps: int = 3):
+    """(losses, device ns, HBM bytes of the native kernels, kernel count) of train_gpt's last step."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import train_gpt
+
+    args = train_gpt.parse_args(["--steps", str(steps), "--batch", "4", "--block", "16", "--quiet",
+                                 *(["--compile"] if compiled else [])])
+    model, optimizer, schedule, batches = train_gpt.build(args)
+    losses = []
+    for step in range(steps):
+        if step == steps - 1:  # the steady state: kernels traced, graphs compiled
+            for c in clock.all_clocks().values():
+                c.reset()
+        idx, targets = (t.to("neuron") for t in batches[step % len(batches)])
+        losses.append(train_gpt.train_step(model, optimizer, schedule, idx, targets).item())
+    events = [e for c in clock.all_clocks().values() for e in c.events() if e.kind not in ("h2d", "d2h")]
+    kernels = [e for e in events if e.kind == "kernel"]
+    return losses, sum(e.duration_ns for e in events), sum(e.bytes for e in kernels), len(kernels)
+
+
+def test_train_gpt_compiled_matches_eager_with_less_device_time_and_hbm_traffic():
+    eager = _train_gpt_step_profile(compiled=False)
+    compiled = _train_gpt_step_profile(compiled=True)
+    torch.testing.assert_close(compiled[0], eager[0], rtol=1e-5, atol=1e-5)
+    assert compiled[3] < eager[3] - 10  # fused regions: fewer launches...
+    assert compiled[2] < 0.985 * eager[2]  # ...and fewer HBM round trips (the optimizer is eager in both)
+    assert compiled[1] < eager[1]
+    assert any("region" in op for op in torch.neuron.get_executed_ops())
