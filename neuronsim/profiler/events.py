@@ -115,48 +115,51 @@ def from_clock_events(records: Iterable[Any]) -> list[DeviceOpEvent]:
     Duck-typed on ``name, kind, start_ns, duration_ns, native, bytes`` (and, when the clock
     records them, ``kernel`` — a KernelRun or ``Prepared`` — and ``wall_ns``). A ``launch`` starts
     an op; the records right after it with the same name and a contiguous start belong to it.
+    One pass, no per-record objects but the ops: profiles read every op of long runs.
     """
     ops: list[DeviceOpEvent] = []
-    current: dict | None = None
+    runs: dict[int, KernelRun] = {}  # id(prepared) -> its KernelRun, built once per Program
+    # the op being grouped: name, start, duration, native, bytes, launch, wall, signature, kernel
+    cur: list | None = None
 
     def flush() -> None:
-        nonlocal current
-        if current is not None:
-            ops.append(DeviceOpEvent(**current))
-            current = None
+        name, start, duration, native, nbytes, launch, wall, signature, kernel = cur
+        ops.append(DeviceOpEvent(name, start, duration, native, "", nbytes, launch_ns=launch, kernel=kernel,
+                                 wall_ns=wall, signature=signature))
 
     for rec in records:
-        kind = rec.kind
+        kind, name = rec.kind, rec.name
         start, duration = float(rec.start_ns), float(rec.duration_ns)
-        if kind in _TRANSFER_KINDS:
-            flush()
-            ops.append(DeviceOpEvent(rec.name, start, duration, False, TRANSFER, int(rec.bytes),
+        if kind in _TRANSFER_KINDS or kind == COLLECTIVE:
+            if cur is not None:
+                flush()
+                cur = None
+            transfer = kind != COLLECTIVE
+            ops.append(DeviceOpEvent(name, start, duration, not transfer,
+                                     TRANSFER if transfer else COLLECTIVE, int(rec.bytes),
                                      wall_ns=getattr(rec, "wall_ns", None),
-                                     signature=tuple(getattr(rec, "signature", ())), direction=kind))
+                                     signature=tuple(getattr(rec, "signature", ())),
+                                     direction=kind if transfer else ""))
             continue
-        if kind == COLLECTIVE:
-            flush()
-            ops.append(DeviceOpEvent(rec.name, start, duration, True, COLLECTIVE, int(rec.bytes),
-                                     wall_ns=getattr(rec, "wall_ns", None),
-                                     signature=tuple(getattr(rec, "signature", ()))))
-            continue
-        continues = (
-            current is not None and kind != _OP_START and rec.name == current["name"]
-            and abs(current["start_ns"] + current["duration_ns"] - start) <= 1e-6 * max(1.0, start)
-        )
-        if not continues:
-            flush()
-            current = dict(name=rec.name, start_ns=start, duration_ns=0.0, native=bool(rec.native),
-                           bytes=0, launch_ns=0.0, wall_ns=getattr(rec, "wall_ns", None),
-                           signature=tuple(getattr(rec, "signature", ())))
-        current["duration_ns"] += duration
-        current["bytes"] += int(rec.bytes)
+        if (cur is None or kind == _OP_START or name != cur[0]
+                or abs(cur[1] + cur[2] - start) > 1e-6 * max(1.0, start)):
+            if cur is not None:
+                flush()
+            cur = [name, start, 0.0, bool(rec.native), 0, 0.0, getattr(rec, "wall_ns", None),
+                   tuple(getattr(rec, "signature", ())), None]
+        cur[2] += duration
+        cur[4] += int(rec.bytes)
         if kind == _OP_START:
-            current["launch_ns"] += duration
+            cur[5] += duration
         kernel = getattr(rec, "kernel", None)
         if kernel is not None:
-            current["kernel"] = kernel if isinstance(kernel, KernelRun) else KernelRun.from_prepared(kernel)
-    flush()
+            run = runs.get(id(kernel))
+            if run is None:
+                run = kernel if isinstance(kernel, KernelRun) else KernelRun.from_prepared(kernel)
+                runs[id(kernel)] = run
+            cur[8] = run
+    if cur is not None:
+        flush()
     return ops
 
 

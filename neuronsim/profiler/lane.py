@@ -59,9 +59,10 @@ def draw_host_ops(b: TraceBuilder, devices: Mapping[int, Sequence[DeviceOpEvent]
     b.thread(pid, HOST_TID, HOST_TRACK)
     limit = b.stats.max_op_events
     prev = float(since_ns - origin_ns)
+    several = len(devices) > 1  # name the device only when there is a choice (trace size)
     for wall, device, name in issued[:limit]:
-        start = min(prev, wall)
-        b.slice(pid, HOST_TID, name, start, wall, HOST_CATEGORY, {"device": device})
+        args = {"device": device} if several else None
+        b.slice(pid, HOST_TID, name, min(prev, wall), wall, HOST_CATEGORY, args)
         prev = wall
     rest = issued[limit:]
     if rest:
