@@ -36,7 +36,10 @@ def launch(script: str | Path, nproc: int, *args: str, timeout: float = 60.0, en
            rank_env: dict[int, dict] | None = None, stop_after_rank: int | None = None) -> list[RankResult]:
     """Run the ranks; ``stop_after_rank``: kill the others once that rank has exited (a hung rank)."""
     port = free_port()
-    base = {**os.environ, "NEURON_SIM": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+    # fast numerics: these tests are about the ranks, not kernel numerics (tests/kernels covers those),
+    # and exact numerics pay a Numba compile per process whenever the simulator's source changed.
+    base = {**os.environ, "NEURON_SIM": "1", "NEURON_SIM_NUMERICS": "fast",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
             "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "OMP_NUM_THREADS": "1",
             "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **(env or {})}
     procs = []

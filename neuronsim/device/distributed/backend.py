@@ -308,7 +308,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         s = _Staging()
         outs, ins = s.hosts(outputs, output=True), s.hosts(inputs)
         return self._run("all_gather", inputs, _nbytes(outputs),
-                         lambda: [self._gloo.all_gather_single_coalesced(outs, ins, opts)], list(outputs), s)
+                         lambda: [self._gloo._allgather_base(o, i, opts) for o, i in zip(outs, ins, strict=True)],
+                         list(outputs), s)
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
@@ -326,7 +327,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         s = _Staging()
         outs, ins = s.hosts(outputs, output=True), s.hosts(inputs)
         return self._run("reduce_scatter", inputs, _nbytes(inputs),
-                         lambda: [self._gloo.reduce_scatter_single_coalesced(outs, ins, opts)], list(outputs), s)
+                         lambda: [self._gloo._reduce_scatter_base(o, i, opts) for o, i in zip(outs, ins, strict=True)],
+                         list(outputs), s)
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
