@@ -90,3 +90,50 @@ def test_export_hook_adds_the_lane_only_for_privateuse1(tmp_path):
         assert bool(lane) == expect_lane
         if expect_lane:  # a CPU-only export is torch's own file, left as torch wrote it
             check_trace(trace, allow_foreign_phases=True)
+
+
+def _issued_ops(n, t0=1_796_000_000_000_000_000, gap=3_000):
+    """Device ops issued every ``gap`` ns of host time from ``t0`` (wall-clock magnitudes)."""
+    return [DeviceOpEvent("aten::mm" if i % 2 else "aten::add.Tensor", 1000.0 * i, 800.0, True,
+                          wall_ns=t0 + gap * (i + 1)) for i in range(n)]
+
+
+def test_host_track_tiles_the_time_to_each_device_op():
+    from neuronsim.profiler.lane import HOST_CATEGORY, draw_host_ops
+    from neuronsim.profiler.trace import TraceBuilder, draw_device
+
+    t0 = 1_796_000_000_000_000_000
+    events = _issued_ops(7, t0)
+    events.insert(3, DeviceOpEvent("aten::sort", 3500.0, 100.0, False))  # no issue time: no host slice
+    b = TraceBuilder()
+    assert draw_host_ops(b, {0: events}, since_ns=t0, origin_ns=t0, pid=77) == 7
+    draw_device(b, events, chip_name="trn2", base_time_ns=t0, origin_ns=t0, hta=True)
+    trace = b.build()
+    check_trace(trace)
+    host = [e for e in trace["traceEvents"] if e.get("cat") == HOST_CATEGORY]
+    assert [e["name"] for e in host] == [e.name for e in events if e.wall_ns is not None]
+    assert all(e["pid"] == 77 and "args" not in e for e in host)
+    assert host[0]["ts"] == 0.0  # from when recording started ...
+    for i, e in enumerate(host):  # ... each to its op's issue stamp, at ns resolution
+        assert e["ts"] + e["dur"] == pytest.approx(3.0 * (i + 1), abs=1e-9)
+    device = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("pid") == 0]
+    issued = [d for d in device if "host fallback" not in d["name"]]
+    for h, d in zip(host, issued, strict=True):
+        assert d["ts"] >= h["ts"] + h["dur"] - 1e-9  # the device starts an op once it is issued
+
+
+def test_host_track_is_capped_and_names_devices_when_several():
+    from neuronsim.profiler.lane import HOST_CATEGORY, draw_host_ops
+    from neuronsim.profiler.trace import TraceBuilder, TraceStats
+
+    t0 = 1_796_000_000_000_000_000
+    b = TraceBuilder(stats=TraceStats(max_op_events=100))
+    devices = {0: _issued_ops(150, t0, gap=2_000), 1: _issued_ops(150, t0 + 1_000, gap=2_000)}
+    assert draw_host_ops(b, devices, since_ns=t0, origin_ns=t0) == 100
+    trace = b.build()
+    check_trace(trace)
+    host = [e for e in trace["traceEvents"] if e.get("cat") == HOST_CATEGORY]
+    drawn, aggregated = host[:100], host[100:]
+    assert [e["args"]["device"] for e in drawn[:4]] == [0, 1, 0, 1]  # interleaved in issue order
+    assert aggregated and sum(e["args"]["aggregated_ops"] for e in aggregated) == 200
+    assert aggregated[-1]["ts"] + aggregated[-1]["dur"] == pytest.approx(301.0, abs=1e-9)

@@ -157,3 +157,49 @@ def test_from_clock_events_groups_the_device_clocks_records():
     assert sum(o.duration_ns for o in ops) == pytest.approx(clock.now_ns)
     for a, b in zip(ops, ops[1:], strict=False):
         assert b.start_ns == pytest.approx(a.end_ns)
+
+
+def test_device_summary_of_repeated_kernels_is_the_merge_of_every_op(monkeypatch):
+    """The per-distinct-kernel shortcut gives what merging every op's summary one by one gives."""
+    runs = [mixed_run(), dma_only_run(transfers=5)]
+    events, t = [], 0.0
+    for i in range(40):
+        run = runs[i % 3 % 2]
+        events.append(DeviceOpEvent("aten::k", t, 200.0 + run.total_ns, True, launch_ns=200.0, kernel=run))
+        t = events[-1].end_ns
+        if i % 7 == 0:
+            events.append(DeviceOpEvent("aten::sort", t, 900.0, False))
+            t = events[-1].end_ns
+    calls = []
+    real = S.summarize
+    monkeypatch.setattr(S, "summarize", lambda run: calls.append(run) or real(run))
+    cache: dict = {}
+    s = S.device_summary(events, runs[0].chip, cache)
+    S.op_table(events, cache=cache)
+    assert len(calls) == 2  # once per distinct kernel, shared with the op table
+    native = [e for e in events if e.kind == "kernel"]
+    fallbacks = [e for e in events if e.kind == FALLBACK]
+    expect = S.merge_summaries([{**real(e.kernel), "kernel_launch_time": e.launch_ns * 1e-9} for e in native],
+                               runs[0].chip, total_time=t * 1e-9,
+                               host_fallback_time=sum(e.duration_ns for e in fallbacks) * 1e-9,
+                               host_fallback_count=len(fallbacks))
+    assert set(s) == set(expect)
+    for f, v in expect.items():
+        assert s[f] == pytest.approx(v, rel=1e-9), f
+    assert s["kernel_count"] == 40 and s["model_flops"] == sum(real(e.kernel)["model_flops"] for e in native)
+
+
+def test_from_clock_events_builds_one_kernel_run_per_program():
+    from types import SimpleNamespace
+
+    from neuronsim.device.clock import DeviceClock
+
+    run = mixed_run()
+    prepared = SimpleNamespace(program=run.program, timeline=run.timeline, chip=run.chip,
+                               placement=run.placement)
+    clock = DeviceClock(0)
+    for _ in range(3):
+        clock.charge_kernel("aten::k", (), run.total_ns, kernel=prepared)
+    ops = from_clock_events(clock.events())
+    assert len(ops) == 3 and ops[0].kernel is ops[1].kernel is ops[2].kernel
+    assert ops[0].kernel.program is run.program and ops[0].wall_ns is not None
