@@ -230,6 +230,21 @@ def _scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
+_COMPOSITE_EXPLICIT = DispatchKeySet(DispatchKey.CompositeExplicitAutograd)
+
+
+def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    """ATen's ``_to_copy``, with a copy to the host made blocking: a non-blocking one stages through
+    pinned host memory, whose allocator a Python backend cannot register (and device memory is
+    host memory here, so there is nothing to overlap)."""
+    if non_blocking and device is not None and torch.device(device).type == "cpu":
+        non_blocking = False
+    return aten._to_copy.default.redispatch(
+        _COMPOSITE_EXPLICIT, self, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory,
+        non_blocking=non_blocking, memory_format=memory_format)
+
+
 def _pin_memory(self, device=None):
     # Device memory is host memory, so "pinned" host memory for neuron is a plain host copy.
     if device is not None and torch.device(device).type not in (state.DEVICE_TYPE, "privateuseone"):
@@ -248,6 +263,7 @@ _NAMED = {
     "convolution_overrideable": _convolution_overrideable,
     "convolution_backward_overrideable": _convolution_backward_overrideable,
     "_local_scalar_dense": _local_scalar_dense,
+    "_to_copy": _to_copy,
     # CompositeExplicitAutograd "not implemented" stubs would win over the fallback: route them here.
     "_scaled_dot_product_fused_attention_overrideable": functools.partial(
         execute, aten._scaled_dot_product_fused_attention_overrideable.default),

@@ -134,3 +134,14 @@ def test_python_numbers_in_tensor_arguments_promote_like_wrapped_numbers(case):
 def test_host_kernels_that_insist_on_int64_indices_get_them():
     t = torch.randn(4, 3)
     _same_on_device(lambda x, i: x.index_fill(0, i, 1.5), t, torch.tensor([0, 2]))
+
+
+def test_non_blocking_copies_to_the_host():
+    """A non-blocking device->host copy stages through pinned memory on a GPU; here it is blocking."""
+    x = torch.randn(3, 4)
+    d = x.to("neuron", non_blocking=True)
+    assert torch.equal(d.to("cpu", non_blocking=True), x)
+    assert d.to("cpu", torch.float64, non_blocking=True).dtype == torch.float64
+    leaf = d.clone().requires_grad_()
+    leaf.to("cpu", non_blocking=True).sum().backward()
+    assert torch.equal(leaf.grad.cpu(), torch.ones(3, 4))
