@@ -27,7 +27,8 @@ import train_gpt  # noqa: E402
 
 def measure(compiled: bool, steps: int, extra: list[str]) -> dict:
     torch._dynamo.reset()
-    args = train_gpt.parse_args(["--steps", str(steps), "--quiet", *extra, *(["--compile"] if compiled else [])])
+    flags = ["--steps", str(steps), "--quiet", *extra, *(["--compile"] if compiled else [])]
+    args = train_gpt.parse_args(flags)
     model, optimizer, schedule, batches = train_gpt.build(args)
     host, device, kernels, nbytes, losses = [], [], [], [], []
     for step in range(steps):
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"eager": eager, "compiled": compiled}, indent=2))
         return
     print(f"{'':24s} {'eager':>12s} {'compiled':>12s} {'compiled/eager':>15s}")
-    for key in ("first_step_s", "host_step_ms", "device_us_per_step", "kernels_per_step", "hbm_bytes_per_step"):
+    keys = ("first_step_s", "host_step_ms", "device_us_per_step", "kernels_per_step", "hbm_bytes_per_step")
+    for key in keys:
         e, c = eager[key], compiled[key]
         print(f"{key:24s} {e:12.1f} {c:12.1f} {c / e:15.3f}")
     drift = max(abs(a - b) for a, b in zip(eager["losses"], compiled["losses"], strict=True))

@@ -244,7 +244,8 @@ def _constant(a):
     return tuple(_constant(x) for x in a) if isinstance(a, list | tuple) else a
 
 
-def _replace(gm: torch.fx.GraphModule, members: list[torch.fx.Node], anchor: torch.fx.Node | None = None) -> None:
+def _replace(gm: torch.fx.GraphModule, members: list[torch.fx.Node],
+             anchor: torch.fx.Node | None = None) -> None:
     from neuronsim.kernels.fused import Region, Step, region_op
 
     index = {node: j for j, node in enumerate(members)}

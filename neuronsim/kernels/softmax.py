@@ -49,7 +49,8 @@ class RowTile:
     partitions with 128 // T heads at a time instead of T rows per tile."""
 
     def __init__(self, views, p, offsets, p_patterns, c_steps):
-        self.views, self.p, self.offsets, self.p_patterns, self.c_steps = views, p, offsets, p_patterns, c_steps
+        self.views, self.p, self.offsets = views, p, offsets
+        self.p_patterns, self.c_steps = p_patterns, c_steps
 
     def cols(self, k, c0, n):
         v = self.views[k]
@@ -75,7 +76,8 @@ def row_tiles(views, dim: int) -> list[RowTile]:
         if group > 1:
             for q0 in range(0, sizes[-2], group):
                 g = min(group, sizes[-2] - q0)
-                tiles.append(RowTile(views, g * inner, [b + q0 * st[-2] for b, st in zip(base, steps, strict=True)],
+                offsets = [b + q0 * st[-2] for b, st in zip(base, steps, strict=True)]
+                tiles.append(RowTile(views, g * inner, offsets,
                                      [((st[-2], g), (st[-1], inner)) for st in steps], c_steps))
             continue
         for p0 in range(0, inner, PARTITIONS):

@@ -150,7 +150,8 @@ def _close(got, want, tol):
 def _grads_match(f, cpu_args, tol, make_grad):
     """Forward and backward of ``torch.compile(f)`` on the device against ``f`` on the CPU in fp32."""
     dev = [a.to("neuron").requires_grad_(a.is_floating_point()) for a in cpu_args]
-    ref = [(a.float() if a.is_floating_point() else a).requires_grad_(a.is_floating_point()) for a in cpu_args]
+    ref = [(a.float() if a.is_floating_point() else a).requires_grad_(a.is_floating_point())
+           for a in cpu_args]
     got, want = torch.compile(f, backend="neuron")(*dev), f(*ref)
     got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
     grads = [make_grad(w) for w in want]
