@@ -39,7 +39,8 @@ def number_as_tensor(value) -> Tensor:
 class _Conversion:
     """Turns device arguments into host arguments, noting what the call reads."""
 
-    __slots__ = ("index", "bytes_in", "signature", "cast", "keep_int64", "narrowed", "host_tensors")
+    __slots__ = ("index", "bytes_in", "signature", "cast", "keep_int64", "narrowed", "host_tensors",
+                 "narrowed_dimensioned", "dimensioned")
 
     def __init__(self, cast: bool, keep_int64: bool):
         self.index = None
@@ -48,6 +49,10 @@ class _Conversion:
         self.cast = cast
         self.keep_int64 = keep_int64
         self.narrowed: set = set()
+        # Type promotion: 0-dim tensors do not raise a dimensioned operand's dtype, so a narrowed
+        # 0-dim float64 (pinv's rtol) must not widen a float32 result.
+        self.narrowed_dimensioned: set = set()
+        self.dimensioned = False
         self.host_tensors = False
 
     def __call__(self, a):
@@ -60,9 +65,13 @@ class _Conversion:
                 self.index = a.get_device()
             self.bytes_in += a.nbytes
             self.signature.append((a.dtype, a.shape))
+            if a.dim():
+                self.dimensioned = True
             h = host_view(a)
             if self.cast and a.dtype in _NARROW and not (self.keep_int64 and a.dtype is torch.int64):
                 self.narrowed.add(a.dtype)
+                if a.dim():
+                    self.narrowed_dimensioned.add(a.dtype)
                 return h.to(_NARROW[a.dtype])
             return h
         if isinstance(a, list | tuple):
@@ -72,6 +81,7 @@ class _Conversion:
         if self.cast and isinstance(a, torch.dtype) and a in _NARROW:
             if not (self.keep_int64 and a is torch.int64):
                 self.narrowed.add(a)
+                self.narrowed_dimensioned.add(a)  # a requested dtype is the result's
                 return _NARROW[a]
         return a
 
@@ -213,7 +223,8 @@ def _call(plan: OpPlan, args, kwargs, conv: _Conversion, hargs, hkwargs, charge:
     else:
         bytes_out += sum(_nbytes(get_arg(args, kwargs, ref)) for ref in plan.written)
     bytes_out += sum(_nbytes(get_arg(args, kwargs, ref)) for ref in plan.outs)
-    widen = dtype_policy.cast_back_targets(conv.narrowed, plan, args, kwargs) if conv.narrowed else ()
+    promoting = conv.narrowed_dimensioned if conv.dimensioned else conv.narrowed
+    widen = dtype_policy.cast_back_targets(promoting, plan, args, kwargs) if conv.narrowed else ()
     out, fresh_bytes = _results(plan, result, args, kwargs, hargs, hkwargs, index, widen)
     if charge:
         clock.clock(index).charge_fallback(

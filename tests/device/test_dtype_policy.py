@@ -86,3 +86,12 @@ def test_random_float64_draws_keep_their_dtype():
     r = torch.randn(4, dtype=torch.float64, device="neuron")
     assert r.dtype == torch.float64
     assert torch.equal(r.cpu(), r.cpu().float().double())
+
+
+def test_a_0_dim_float64_operand_does_not_widen_a_float32_result():
+    """Type promotion: 0-dim tensors do not raise a dimensioned operand's dtype (pinv's rtol)."""
+    a = torch.randn(5, 5)
+    assert torch.linalg.pinv(a.to("neuron"), rtol=1.0).dtype == torch.linalg.pinv(a, rtol=1.0).dtype
+    f, s = torch.randn(4), torch.tensor(2.0, dtype=torch.float64)
+    assert (f.to("neuron") * s.to("neuron")).dtype == (f * s).dtype == torch.float32
+    assert (s.to("neuron") * s.to("neuron")).dtype == torch.float64
