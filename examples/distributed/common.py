@@ -17,8 +17,10 @@ def mlp() -> nn.Sequential:
 
 def batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(1)
-    return [(torch.randn(GLOBAL_BATCH, 16, generator=g), torch.randn(GLOBAL_BATCH, 4, generator=g))
-            for _ in range(STEPS)]
+    return [
+        (torch.randn(GLOBAL_BATCH, 16, generator=g), torch.randn(GLOBAL_BATCH, 4, generator=g))
+        for _ in range(STEPS)
+    ]
 
 
 def train(model: nn.Module, data, device: str, shard: tuple[int, int] = (0, 1)) -> list[float]:
@@ -53,10 +55,13 @@ def reference() -> nn.Sequential:
     return model
 
 
-def report(name: str, got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], rank: int,
-           atol: float = 1e-4) -> None:
+def report(
+    name: str, got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], rank: int, atol: float = 1e-4
+) -> None:
     """Print the largest difference from the single-process result; raise if it is too large."""
     diff = max((got[k].detach().cpu().float() - want[k].detach().float()).abs().max().item() for k in want)
     print(f"[rank {rank}] {name}: max |param - single-process param| = {diff:.2e}", flush=True)
     if not diff <= atol:
-        raise SystemExit(f"[rank {rank}] {name} does not match the single-process result ({diff:.2e} > {atol})")
+        raise SystemExit(
+            f"[rank {rank}] {name} does not match the single-process result ({diff:.2e} > {atol})"
+        )

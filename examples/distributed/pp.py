@@ -35,8 +35,11 @@ def main() -> None:
         opt.step()
         opt.zero_grad()
         if losses:
-            print(f"[rank {rank}] loss {torch.stack(losses).mean().item():.4f} "
-                  f"({MICROBATCHES} micro-batches of {GLOBAL_BATCH // MICROBATCHES})", flush=True)
+            print(
+                f"[rank {rank}] loss {torch.stack(losses).mean().item():.4f} "
+                f"({MICROBATCHES} micro-batches of {GLOBAL_BATCH // MICROBATCHES})",
+                flush=True,
+            )
     want = {k: v for k, v in reference().named_parameters() if int(k.split(".")[0]) in range(first, last)}
     report(f"pp stage {rank}", dict(stage_module.named_parameters()), want, rank)
     dist.destroy_process_group()

@@ -18,8 +18,11 @@ def main() -> None:
     model = mlp().to(device)
     # layer 0 column-wise (its output sharded), layer 2 row-wise on that shard (an all-reduce makes its
     # output whole), layer 4 column-wise with its output gathered for the loss
-    parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel(),
-                                     "4": ColwiseParallel(output_layouts=Replicate())})
+    parallelize_module(
+        model,
+        mesh,
+        {"0": ColwiseParallel(), "2": RowwiseParallel(), "4": ColwiseParallel(output_layouts=Replicate())},
+    )
     losses = train(model, batches(), device)  # every rank trains on the full batch
     print(f"[rank {rank}] losses {[round(v, 4) for v in losses]}", flush=True)
     full = {name: p.full_tensor() for name, p in model.named_parameters()}

@@ -32,21 +32,44 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(script: str | Path, nproc: int, *args: str, timeout: float = 60.0, env: dict | None = None,
-           rank_env: dict[int, dict] | None = None, stop_after_rank: int | None = None) -> list[RankResult]:
+def launch(
+    script: str | Path,
+    nproc: int,
+    *args: str,
+    timeout: float = 60.0,
+    env: dict | None = None,
+    rank_env: dict[int, dict] | None = None,
+    stop_after_rank: int | None = None,
+) -> list[RankResult]:
     """Run the ranks; ``stop_after_rank``: kill the others once that rank has exited (a hung rank)."""
     port = free_port()
     # fast numerics: these tests are about the ranks, not kernel numerics (tests/kernels covers those),
     # and exact numerics pay a Numba compile per process whenever the simulator's source changed.
-    base = {**os.environ, "NEURON_SIM": "1", "NEURON_SIM_NUMERICS": "fast",
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-            "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **(env or {})}
+    base = {
+        **os.environ,
+        "NEURON_SIM": "1",
+        "NEURON_SIM_NUMERICS": "fast",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": str(nproc),
+        "LOCAL_WORLD_SIZE": str(nproc),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        **(env or {}),
+    }
     procs = []
     for rank in range(nproc):
         e = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank), **((rank_env or {}).get(rank, {}))}
-        procs.append(subprocess.Popen([sys.executable, str(script), *args], env=e, cwd=REPO, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(script), *args],
+                env=e,
+                cwd=REPO,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        )
     deadline = time.monotonic() + timeout
     if stop_after_rank is not None:
         try:
@@ -70,4 +93,6 @@ def launch(script: str | Path, nproc: int, *args: str, timeout: float = 60.0, en
 
 def check_ok(results: list[RankResult]) -> None:
     bad = [r for r in results if r.returncode != 0]
-    assert not bad, "\n".join(f"rank {r.rank} exit {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}" for r in bad)
+    assert not bad, "\n".join(
+        f"rank {r.rank} exit {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}" for r in bad
+    )

@@ -68,12 +68,16 @@ def test_simulated_times_follow_the_ring_formulas(run):
     chip = get_chip("trn2")
     bw = chip.dma_engines * chip.dma_engine_bandwidth_bytes_per_s * chip.default_lnc  # a logical core's DMA
     lat = net.intra_chip_latency_ns
-    events = ranks[0]["events"][ranks[0]["timed_start"]:]
+    events = ranks[0]["events"][ranks[0]["timed_start"] :]
     want = []
     for b in TIMED_BYTES:
-        want += [("all_reduce", b, _ring(n, b, bw, lat, 2)), ("all_gather", n * b, _ring(n, n * b, bw, lat)),
-                 ("reduce_scatter", b, _ring(n, b, bw, lat)), ("broadcast", b, b / bw * 1e9 + (n - 1) * lat),
-                 ("all_to_all", b, _ring(n, b, bw, lat))]
+        want += [
+            ("all_reduce", b, _ring(n, b, bw, lat, 2)),
+            ("all_gather", n * b, _ring(n, n * b, bw, lat)),
+            ("reduce_scatter", b, _ring(n, b, bw, lat)),
+            ("broadcast", b, b / bw * 1e9 + (n - 1) * lat),
+            ("all_to_all", b, _ring(n, b, bw, lat)),
+        ]
     want.append(("barrier", 0, math.ceil(math.log2(n)) * lat))
     sub = n // 2  # ranks {0, 2} / {1, 3}: a one-rank group costs nothing
     want.append(("all_reduce", 4096, _ring(sub, 4096, bw, lat, 2) if sub > 1 else 0.0))

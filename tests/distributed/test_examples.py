@@ -31,11 +31,17 @@ def _check_matches(outputs: list[str], name: str) -> None:
         assert float(found[0][2]) <= 1e-5, out
 
 
-@pytest.mark.parametrize("name, nproc", [
-    ("tp", 2), ("pp", 2),
-    pytest.param("fsdp2", 4, marks=pytest.mark.slow), pytest.param("ddp", 4, marks=pytest.mark.slow),
-    pytest.param("tp", 4, marks=pytest.mark.slow), pytest.param("pp", 3, marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "name, nproc",
+    [
+        ("tp", 2),
+        ("pp", 2),
+        pytest.param("fsdp2", 4, marks=pytest.mark.slow),
+        pytest.param("ddp", 4, marks=pytest.mark.slow),
+        pytest.param("tp", 4, marks=pytest.mark.slow),
+        pytest.param("pp", 3, marks=pytest.mark.slow),
+    ],
+)
 def test_example_matches_the_single_process_result(name, nproc):
     _check_matches(_run_example(name, nproc), name)
 
@@ -49,17 +55,24 @@ def test_ddp_ranks_train_on_different_shards_and_end_with_the_single_process_wei
 
 def test_the_fsdp2_profile_shows_compute_and_collectives_on_every_rank(tmp_path):
     """(Also the 2-rank FSDP2 check: the profiled script prints its match with one process.)"""
-    results = launch(HERE / "workers" / "profile_rank.py", 2, str(tmp_path), str(EXAMPLES / "fsdp2.py"), timeout=120)
+    results = launch(
+        HERE / "workers" / "profile_rank.py", 2, str(tmp_path), str(EXAMPLES / "fsdp2.py"), timeout=120
+    )
     check_ok(results)
     _check_matches([r.stdout for r in results], "fsdp2")
     for rank in range(2):
         trace = json.loads((tmp_path / f"rank{rank}" / "trace.json").read_text())
         events = trace["traceEvents"] if isinstance(trace, dict) else trace
-        tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-                  if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        tracks = {
+            (e["pid"], e["tid"]): e["args"]["name"]
+            for e in events
+            if e.get("ph") == "M" and e.get("name") == "thread_name"
+        }
         by_track: dict[str, set[str]] = {}
         for e in events:
             if e.get("ph") == "X" and (e["pid"], e.get("tid")) in tracks:
                 by_track.setdefault(tracks[(e["pid"], e["tid"])], set()).add(e["name"])
-        assert {"neuron::all_gather", "neuron::reduce_scatter"} <= by_track.get("Collectives", set()), by_track
+        assert {"neuron::all_gather", "neuron::reduce_scatter"} <= by_track.get("Collectives", set()), (
+            by_track
+        )
         assert any(name.startswith("aten::") for name in by_track.get("Device ops", ())), by_track

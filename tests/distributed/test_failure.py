@@ -20,8 +20,14 @@ TIMEOUT_S = 5
 
 
 def _outcome(mode: str) -> dict:
-    results = launch(HERE / "workers" / "failure.py", 2, mode, timeout=60, stop_after_rank=0,
-                     env={env.NEURON_SIM_COLLECTIVE_TIMEOUT: str(TIMEOUT_S)})
+    results = launch(
+        HERE / "workers" / "failure.py",
+        2,
+        mode,
+        timeout=60,
+        stop_after_rank=0,
+        env={env.NEURON_SIM_COLLECTIVE_TIMEOUT: str(TIMEOUT_S)},
+    )
     assert results[0].returncode == 0, results[0].stderr[-4000:]
     return json.loads(results[0].stdout.strip().splitlines()[-1])
 
@@ -37,7 +43,8 @@ def test_a_rank_that_hangs_fails_the_others_after_the_timeout():
     got = _outcome("hang")
     assert got["error"] == "neuronsim.errors.CollectiveError"
     assert got["message"].startswith(
-        f"rank 0: all_reduce over ranks [0, 1] failed: no answer from a peer within the {TIMEOUT_S} s timeout")
+        f"rank 0: all_reduce over ranks [0, 1] failed: no answer from a peer within the {TIMEOUT_S} s timeout"
+    )
     assert TIMEOUT_S * 0.9 < got["seconds"] < TIMEOUT_S + 10
 
 
@@ -49,9 +56,9 @@ def test_a_rank_that_never_joins_fails_init_after_the_timeout():
 
 
 def test_timeout_comes_from_init_then_the_environment_then_60_s(monkeypatch):
-    from neuronsim.device.distributed.backend import collective_timeout
-
     import torch.distributed as dist
+
+    from neuronsim.device.distributed.backend import collective_timeout
 
     monkeypatch.delenv(env.NEURON_SIM_COLLECTIVE_TIMEOUT, raising=False)
     assert collective_timeout(None) == datetime.timedelta(seconds=60)

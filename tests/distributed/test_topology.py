@@ -33,19 +33,30 @@ def test_numbers_come_from_the_chip_files():
     assert trn3.neuronlink_bandwidth_bytes_per_s == 256e9
 
 
-@pytest.mark.parametrize("ranks, level", [
-    (range(2), topology.CHIP), (range(4), topology.CHIP), (range(8), topology.NEURONLINK),
-    (range(64), topology.NEURONLINK), (range(128), topology.INSTANCE_NETWORK), ([0, 4, 8], topology.NEURONLINK),
-])
+@pytest.mark.parametrize(
+    "ranks, level",
+    [
+        (range(2), topology.CHIP),
+        (range(4), topology.CHIP),
+        (range(8), topology.NEURONLINK),
+        (range(64), topology.NEURONLINK),
+        (range(128), topology.INSTANCE_NETWORK),
+        ([0, 4, 8], topology.NEURONLINK),
+    ],
+)
 @pytest.mark.parametrize("nbytes", [0, 4096, 1 << 20, 3 << 28])
 def test_collective_costs_follow_the_formulas_over_the_slowest_link(ranks, level, nbytes):
     ranks = list(ranks)
     n = len(ranks)
     bw, lat = TRN2.link(level)
     b = nbytes / bw * 1e9
-    assert topology.collective_ns("all_reduce", nbytes, ranks, TRN2) == pytest.approx(2 * (n - 1) / n * b + 2 * (n - 1) * lat)
+    assert topology.collective_ns("all_reduce", nbytes, ranks, TRN2) == pytest.approx(
+        2 * (n - 1) / n * b + 2 * (n - 1) * lat
+    )
     for ring in ("all_gather", "reduce_scatter", "all_to_all"):
-        assert topology.collective_ns(ring, nbytes, ranks, TRN2) == pytest.approx((n - 1) / n * b + (n - 1) * lat)
+        assert topology.collective_ns(ring, nbytes, ranks, TRN2) == pytest.approx(
+            (n - 1) / n * b + (n - 1) * lat
+        )
     assert topology.collective_ns("broadcast", nbytes, ranks, TRN2) == pytest.approx(b + (n - 1) * lat)
     assert topology.collective_ns("barrier", 0, ranks, TRN2) == pytest.approx(math.ceil(math.log2(n)) * lat)
 
@@ -55,7 +66,8 @@ def test_slower_levels_cost_more_and_one_rank_costs_nothing():
     assert t[0] < t[1] < t[2]
     assert topology.collective_ns("all_reduce", 1 << 24, [5], TRN2) == 0.0
     assert topology.collective_ns("send", 1000, [0, 64], TRN2) == pytest.approx(
-        1000 / TRN2.instance_network_bandwidth_bytes_per_s * 1e9 + TRN2.instance_network_latency_ns)
+        1000 / TRN2.instance_network_bandwidth_bytes_per_s * 1e9 + TRN2.instance_network_latency_ns
+    )
 
 
 def test_a_chip_file_without_an_interconnect_table_is_an_error(tmp_path):

@@ -52,7 +52,9 @@ def collective_timeout(requested: datetime.timedelta | None) -> datetime.timedel
     except ValueError:
         seconds = -1.0
     if not seconds > 0:
-        raise OptionError(f"{env.NEURON_SIM_COLLECTIVE_TIMEOUT} must be a positive number of seconds, got {raw!r}")
+        raise OptionError(
+            f"{env.NEURON_SIM_COLLECTIVE_TIMEOUT} must be a positive number of seconds, got {raw!r}"
+        )
     return datetime.timedelta(seconds=seconds)
 
 
@@ -106,8 +108,13 @@ class _Staging:
 class NeuronWork(dist.Work):
     """A collective in flight: its gloo works, what to write back, and its clock charge."""
 
-    def __init__(self, works: Sequence[dist.Work], outputs: list, finish: Callable[[], None],
-                 fail: Callable[[BaseException], CollectiveError]):
+    def __init__(
+        self,
+        works: Sequence[dist.Work],
+        outputs: list,
+        finish: Callable[[], None],
+        fail: Callable[[BaseException], CollectiveError],
+    ):
         super().__init__()
         self._works, self._outputs, self._finish, self._fail = list(works), outputs, finish, fail
         self._done, self._error = False, None
@@ -208,15 +215,20 @@ class NeuronProcessGroup(dist.ProcessGroup):
                 return t.get_device()
         return state.current_device()
 
-    def _fail(self, collective: str, issued: float | None = None) -> Callable[[BaseException], CollectiveError]:
+    def _fail(
+        self, collective: str, issued: float | None = None
+    ) -> Callable[[BaseException], CollectiveError]:
         """Turns gloo's error into one that says who, what, and whether a peer died or went silent."""
         issued = time.monotonic() if issued is None else issued
 
         def make(exc: BaseException) -> CollectiveError:
             waited = time.monotonic() - issued
             limit = self._timeout.total_seconds()
-            why = (f"no answer from a peer within the {limit:g} s timeout (a rank hung, or never came)"
-                   if waited >= 0.9 * limit else f"a peer rank died (its connection closed after {waited:.2f} s)")
+            why = (
+                f"no answer from a peer within the {limit:g} s timeout (a rank hung, or never came)"
+                if waited >= 0.9 * limit
+                else f"a peer rank died (its connection closed after {waited:.2f} s)"
+            )
             cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             return CollectiveError(
                 f"rank {self._global_ranks[self.rank()]}: {collective} over ranks {list(self._global_ranks)} "
@@ -225,8 +237,16 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
         return make
 
-    def _run(self, collective: str, tensors, nbytes: int, issue: Callable[[], list], outputs,
-             staging: _Staging, peer: tuple[str, int, int] | None = None) -> NeuronWork:
+    def _run(
+        self,
+        collective: str,
+        tensors,
+        nbytes: int,
+        issue: Callable[[], list],
+        outputs,
+        staging: _Staging,
+        peer: tuple[str, int, int] | None = None,
+    ) -> NeuronWork:
         """Issue the clock exchange, then the data op(s); charge the clock when both are done.
         ``peer`` = ("send" | "recv", group rank of the other end, tag) for point-to-point."""
         issued = time.monotonic()
@@ -243,8 +263,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
             works = [exchange, *issue()]
         except RuntimeError as exc:  # c10d's DistBackendError: a peer is gone
             raise self._fail(collective, issued)(exc) from exc
-        ranks = (self._global_ranks if peer is None
-                 else (self._global_ranks[self.rank()], self._global_ranks[peer[1]]))
+        ranks = (
+            self._global_ranks
+            if peer is None
+            else (self._global_ranks[self.rank()], self._global_ranks[peer[1]])
+        )
         own_ready = float(clk.now_ns)
         signature = tuple((str(t.dtype).removeprefix("torch."), tuple(t.shape)) for t in _flat(tensors)[:4])
 
@@ -263,43 +286,74 @@ class NeuronProcessGroup(dist.ProcessGroup):
         opts = opts or dist.AllreduceOptions()
         s = _Staging()
         hosts = s.hosts(tensors, output=True)
-        return self._run("all_reduce", tensors, _nbytes(tensors), lambda: [self._gloo.allreduce(hosts, opts)],
-                         list(tensors), s)
+        return self._run(
+            "all_reduce",
+            tensors,
+            _nbytes(tensors),
+            lambda: [self._gloo.allreduce(hosts, opts)],
+            list(tensors),
+            s,
+        )
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or dist.AllreduceCoalescedOptions()
         s = _Staging()
         hosts = s.hosts(tensors, output=True)
-        return self._run("all_reduce", tensors, _nbytes(tensors),
-                         lambda: [self._gloo.allreduce_coalesced(hosts, opts)], list(tensors), s)
+        return self._run(
+            "all_reduce",
+            tensors,
+            _nbytes(tensors),
+            lambda: [self._gloo.allreduce_coalesced(hosts, opts)],
+            list(tensors),
+            s,
+        )
 
     def broadcast(self, tensors, opts=None):
         opts = opts or dist.BroadcastOptions()
         s = _Staging()
         hosts = s.hosts(tensors, output=True)
-        return self._run("broadcast", tensors, _nbytes(tensors), lambda: [self._gloo.broadcast(hosts, opts)],
-                         list(tensors), s)
+        return self._run(
+            "broadcast",
+            tensors,
+            _nbytes(tensors),
+            lambda: [self._gloo.broadcast(hosts, opts)],
+            list(tensors),
+            s,
+        )
 
     def reduce(self, tensors, opts=None):
         opts = opts or dist.ReduceOptions()
         s = _Staging()
         hosts = s.hosts(tensors, output=True)
-        return self._run("reduce", tensors, _nbytes(tensors), lambda: [self._gloo.reduce(hosts, opts)],
-                         list(tensors), s)
+        return self._run(
+            "reduce", tensors, _nbytes(tensors), lambda: [self._gloo.reduce(hosts, opts)], list(tensors), s
+        )
 
     def allgather(self, output_lists, inputs, opts=None):
         opts = opts or dist.AllgatherOptions()
         s = _Staging()
         outs, ins = s.hosts(output_lists, output=True), s.hosts(inputs)
-        return self._run("all_gather", inputs, _nbytes(output_lists),
-                         lambda: [self._gloo.allgather(outs, ins, opts)], list(output_lists), s)
+        return self._run(
+            "all_gather",
+            inputs,
+            _nbytes(output_lists),
+            lambda: [self._gloo.allgather(outs, ins, opts)],
+            list(output_lists),
+            s,
+        )
 
     def _allgather_base(self, output, input, opts=None):
         opts = opts or dist.AllgatherOptions()
         s = _Staging()
         out, inp = s.host(output, output=True), s.host(input)
-        return self._run("all_gather", [input], _nbytes(output),
-                         lambda: [self._gloo._allgather_base(out, inp, opts)], [output], s)
+        return self._run(
+            "all_gather",
+            [input],
+            _nbytes(output),
+            lambda: [self._gloo._allgather_base(out, inp, opts)],
+            [output],
+            s,
+        )
 
     all_gather_single = _allgather_base  # torch 2.13 sends all_gather_into_tensor here
 
@@ -307,9 +361,14 @@ class NeuronProcessGroup(dist.ProcessGroup):
         opts = opts or dist.AllgatherOptions()
         s = _Staging()
         outs, ins = s.hosts(outputs, output=True), s.hosts(inputs)
-        return self._run("all_gather", inputs, _nbytes(outputs),
-                         lambda: [self._gloo._allgather_base(o, i, opts) for o, i in zip(outs, ins, strict=True)],
-                         list(outputs), s)
+        return self._run(
+            "all_gather",
+            inputs,
+            _nbytes(outputs),
+            lambda: [self._gloo._allgather_base(o, i, opts) for o, i in zip(outs, ins, strict=True)],
+            list(outputs),
+            s,
+        )
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
@@ -317,8 +376,14 @@ class NeuronProcessGroup(dist.ProcessGroup):
         opts = opts or dist.ReduceScatterOptions()
         s = _Staging()
         out, inp = s.host(output, output=True), s.host(input)
-        return self._run("reduce_scatter", [input], _nbytes(input),
-                         lambda: [self._gloo._reduce_scatter_base(out, inp, opts)], [output], s)
+        return self._run(
+            "reduce_scatter",
+            [input],
+            _nbytes(input),
+            lambda: [self._gloo._reduce_scatter_base(out, inp, opts)],
+            [output],
+            s,
+        )
 
     reduce_scatter_single = _reduce_scatter_base  # torch 2.13 sends reduce_scatter_tensor here
 
@@ -326,9 +391,14 @@ class NeuronProcessGroup(dist.ProcessGroup):
         opts = opts or dist.ReduceScatterOptions()
         s = _Staging()
         outs, ins = s.hosts(outputs, output=True), s.hosts(inputs)
-        return self._run("reduce_scatter", inputs, _nbytes(inputs),
-                         lambda: [self._gloo._reduce_scatter_base(o, i, opts) for o, i in zip(outs, ins, strict=True)],
-                         list(outputs), s)
+        return self._run(
+            "reduce_scatter",
+            inputs,
+            _nbytes(inputs),
+            lambda: [self._gloo._reduce_scatter_base(o, i, opts) for o, i in zip(outs, ins, strict=True)],
+            list(outputs),
+            s,
+        )
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
@@ -343,16 +413,27 @@ class NeuronProcessGroup(dist.ProcessGroup):
         stacked = torch.cat([c.reshape(-1) for c in chunks])
         result = torch.empty(chunks[0].numel(), dtype=out.dtype)
         s.later(memory.host_view(out) if _is_neuron(out) else out, result)
-        return self._run("reduce_scatter", input_lists[0], _nbytes(input_lists[0]),
-                         lambda: [self._gloo._reduce_scatter_base(result, stacked, opts)], list(outputs), s)
+        return self._run(
+            "reduce_scatter",
+            input_lists[0],
+            _nbytes(input_lists[0]),
+            lambda: [self._gloo._reduce_scatter_base(result, stacked, opts)],
+            list(outputs),
+            s,
+        )
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         opts = opts or dist.AllToAllOptions()
         s = _Staging()
         out, inp = s.host(output, output=True), s.host(input)
-        return self._run("all_to_all", [input], _nbytes(input),
-                         lambda: [self._gloo.alltoall_base(out, inp, output_split_sizes, input_split_sizes, opts)],
-                         [output], s)
+        return self._run(
+            "all_to_all",
+            [input],
+            _nbytes(input),
+            lambda: [self._gloo.alltoall_base(out, inp, output_split_sizes, input_split_sizes, opts)],
+            [output],
+            s,
+        )
 
     def alltoall(self, outputs, inputs, opts=None):
         """The list form, equal splits: stacked into one buffer for gloo's single-tensor form."""
@@ -364,23 +445,44 @@ class NeuronProcessGroup(dist.ProcessGroup):
         stacked = torch.cat([t.reshape(-1) for t in ins])
         result = torch.empty_like(stacked)
         for i, out in enumerate(outputs):
-            s.later(memory.host_view(out) if _is_neuron(out) else out, result[i * ins[0].numel():(i + 1) * ins[0].numel()])
-        return self._run("all_to_all", inputs, _nbytes(inputs),
-                         lambda: [self._gloo.alltoall_base(result, stacked, [], [], opts)], list(outputs), s)
+            s.later(
+                memory.host_view(out) if _is_neuron(out) else out,
+                result[i * ins[0].numel() : (i + 1) * ins[0].numel()],
+            )
+        return self._run(
+            "all_to_all",
+            inputs,
+            _nbytes(inputs),
+            lambda: [self._gloo.alltoall_base(result, stacked, [], [], opts)],
+            list(outputs),
+            s,
+        )
 
     def gather(self, output_lists, inputs, opts=None):
         opts = opts or dist.GatherOptions()
         s = _Staging()
         outs, ins = s.hosts(output_lists, output=True), s.hosts(inputs)
-        return self._run("gather", inputs, _nbytes(inputs) * self.size(),
-                         lambda: [self._gloo.gather(outs, ins, opts)], list(output_lists), s)
+        return self._run(
+            "gather",
+            inputs,
+            _nbytes(inputs) * self.size(),
+            lambda: [self._gloo.gather(outs, ins, opts)],
+            list(output_lists),
+            s,
+        )
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ScatterOptions()
         s = _Staging()
         outs, ins = s.hosts(outputs, output=True), s.hosts(input_lists)
-        return self._run("scatter", outputs, _nbytes(outputs) * self.size(),
-                         lambda: [self._gloo.scatter(outs, ins, opts)], list(outputs), s)
+        return self._run(
+            "scatter",
+            outputs,
+            _nbytes(outputs) * self.size(),
+            lambda: [self._gloo.scatter(outs, ins, opts)],
+            list(outputs),
+            s,
+        )
 
     def barrier(self, opts=None):
         opts = opts or dist.BarrierOptions()
@@ -389,14 +491,28 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def send(self, tensors, dst: int, tag: int = 0):
         s = _Staging()
         hosts = s.hosts(tensors)
-        return self._run("send", tensors, _nbytes(tensors), lambda: [self._gloo.send(hosts, dst, tag)],
-                         list(tensors), s, peer=("send", dst, tag))
+        return self._run(
+            "send",
+            tensors,
+            _nbytes(tensors),
+            lambda: [self._gloo.send(hosts, dst, tag)],
+            list(tensors),
+            s,
+            peer=("send", dst, tag),
+        )
 
     def recv(self, tensors, src: int, tag: int = 0):
         s = _Staging()
         hosts = s.hosts(tensors, output=True)
-        return self._run("recv", tensors, _nbytes(tensors), lambda: [self._gloo.recv(hosts, src, tag)],
-                         list(tensors), s, peer=("recv", src, tag))
+        return self._run(
+            "recv",
+            tensors,
+            _nbytes(tensors),
+            lambda: [self._gloo.recv(hosts, src, tag)],
+            list(tensors),
+            s,
+            peer=("recv", src, tag),
+        )
 
 
 _track_free: dict[int, float] = {}  # device index -> end of its last collective (one collectives track)
@@ -419,5 +535,10 @@ def create(dist_backend_opts, backend_options) -> NeuronProcessGroup:
 
     fsdp.install()  # FSDP2 is only ever used with a process group
     ranks = list(dist_backend_opts.global_ranks_in_group) or list(range(dist_backend_opts.group_size))
-    return NeuronProcessGroup(dist_backend_opts.store, dist_backend_opts.group_rank, dist_backend_opts.group_size,
-                              collective_timeout(dist_backend_opts.timeout), ranks)
+    return NeuronProcessGroup(
+        dist_backend_opts.store,
+        dist_backend_opts.group_rank,
+        dist_backend_opts.group_size,
+        collective_timeout(dist_backend_opts.timeout),
+        ranks,
+    )

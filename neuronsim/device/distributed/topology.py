@@ -62,8 +62,11 @@ class Interconnect:
     def place(self, rank: int) -> tuple[int, int, int]:
         """(instance, chip in the instance, logical core in the chip) of a global rank."""
         per_instance = self.logical_cores_per_chip * self.chips_per_instance
-        return rank // per_instance, (rank // self.logical_cores_per_chip) % self.chips_per_instance, (
-            rank % self.logical_cores_per_chip)
+        return (
+            rank // per_instance,
+            (rank // self.logical_cores_per_chip) % self.chips_per_instance,
+            (rank % self.logical_cores_per_chip),
+        )
 
     def level(self, ranks: Sequence[int]) -> str:
         """The slowest level the ranks span."""
@@ -75,25 +78,37 @@ class Interconnect:
         return CHIP
 
 
-_KEYS = tuple(f.name for f in fields(Interconnect) if f.name not in ("logical_cores_per_chip", "dma_bandwidth_bytes_per_s"))
+_KEYS = tuple(
+    f.name
+    for f in fields(Interconnect)
+    if f.name not in ("logical_cores_per_chip", "dma_bandwidth_bytes_per_s")
+)
 
 
 @functools.cache
-def interconnect_from_file(path: str, logical_cores_per_chip: int, dma_bandwidth_bytes_per_s: float) -> Interconnect:
+def interconnect_from_file(
+    path: str, logical_cores_per_chip: int, dma_bandwidth_bytes_per_s: float
+) -> Interconnect:
     origin = f"{path} [interconnect]"
     try:
         table = tomllib.loads(Path(path).read_text()).get("interconnect")
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ChipSpecError(f"{path}: cannot read chip file: {exc}") from exc
     if not isinstance(table, dict):
-        raise ChipSpecError(f"{origin}: the chip file has no [interconnect] table (needed by torch.distributed)")
+        raise ChipSpecError(
+            f"{origin}: the chip file has no [interconnect] table (needed by torch.distributed)"
+        )
     missing, unknown = [k for k in _KEYS if k not in table], sorted(set(table) - set(_KEYS))
     if missing or unknown:
         raise ChipSpecError(f"{origin}: missing keys {missing}, unknown keys {unknown}")
     values = {}
     for key in _KEYS:
         entry = table[key]
-        if not isinstance(entry, dict) or set(entry) != {"value", "status", "source"} or not str(entry["source"]).strip():
+        if (
+            not isinstance(entry, dict)
+            or set(entry) != {"value", "status", "source"}
+            or not str(entry["source"]).strip()
+        ):
             raise ChipSpecError(f"{origin}: {key} must be {{ value = ..., status = ..., source = ... }}")
         value = entry["value"]
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -121,13 +136,24 @@ def _core_figures(chip) -> tuple[int, float]:
 
 # Collective -> algorithm. Bytes are the full (gathered / unscattered) size; see the module docstring.
 RING_ALL_REDUCE, RING, PIPELINE, DISSEMINATION, POINT_TO_POINT = (
-    "ring_all_reduce", "ring", "pipeline", "dissemination", "point_to_point")
+    "ring_all_reduce",
+    "ring",
+    "pipeline",
+    "dissemination",
+    "point_to_point",
+)
 ALGORITHMS = {
     "all_reduce": RING_ALL_REDUCE,
-    "all_gather": RING, "reduce_scatter": RING, "all_to_all": RING, "gather": RING, "scatter": RING,
-    "broadcast": PIPELINE, "reduce": PIPELINE,
+    "all_gather": RING,
+    "reduce_scatter": RING,
+    "all_to_all": RING,
+    "gather": RING,
+    "scatter": RING,
+    "broadcast": PIPELINE,
+    "reduce": PIPELINE,
     "barrier": DISSEMINATION,
-    "send": POINT_TO_POINT, "recv": POINT_TO_POINT,
+    "send": POINT_TO_POINT,
+    "recv": POINT_TO_POINT,
 }
 
 

@@ -65,7 +65,9 @@ def expected(n: int) -> list[dict[str, torch.Tensor]]:
         out[r]["recv"] = ins[(r - 1) % n]["p2p"]
         out[r]["functional_all_gather"] = torch.cat([x["ag_float32"] for x in ins])
         out[r]["functional_reduce_scatter"] = _sum([x["rs_float32"] for x in ins], torch.float32).chunk(n)[r]
-        out[r]["subgroup_all_reduce"] = _sum([ins[s]["ar_float32"] for s in range(r % 2, n, 2)], torch.float32)
+        out[r]["subgroup_all_reduce"] = _sum(
+            [ins[s]["ar_float32"] for s in range(r % 2, n, 2)], torch.float32
+        )
     out[0]["reduce"] = _sum([x["bcast"] for x in ins], torch.float32)
     return out
 

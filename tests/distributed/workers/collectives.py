@@ -93,10 +93,16 @@ def main(outdir: str) -> None:
     dist.barrier()
     dist.all_reduce(torch.empty(1024, device="neuron"), group=groups[r % 2])
     events = clock_events()
-    torch.save({"results": {k: v.cpu() for k, v in res.items()},
-                "events": events, "timed_start": timed_start,
-                "now_ns": current_clock().now_ns, "device": torch.neuron.current_device()},
-               os.path.join(outdir, f"rank{r}.pt"))
+    torch.save(
+        {
+            "results": {k: v.cpu() for k, v in res.items()},
+            "events": events,
+            "timed_start": timed_start,
+            "now_ns": current_clock().now_ns,
+            "device": torch.neuron.current_device(),
+        },
+        os.path.join(outdir, f"rank{r}.pt"),
+    )
     dist.destroy_process_group()
 
 
@@ -107,7 +113,11 @@ def current_clock():
 
 
 def clock_events():
-    return [(e.name, e.start_ns, e.duration_ns, e.bytes) for e in current_clock().events() if e.kind == "collective"]
+    return [
+        (e.name, e.start_ns, e.duration_ns, e.bytes)
+        for e in current_clock().events()
+        if e.kind == "collective"
+    ]
 
 
 if __name__ == "__main__":
