@@ -5,7 +5,9 @@ Producers push into the active session; when none is active the check is one glo
 - NKI: after each ``nki.simulate`` call, ``record_launch(placed_runs, name)`` — the kernel runs of
   the launch placed on their cores (:class:`~neuronsim.profiler.events.PlacedRun`).
 - the device: its clocks' records, read at the end by :func:`device_events` (each
-  ``neuronsim.device.clock`` record becomes a :class:`DeviceOpEvent`).
+  ``neuronsim.device.clock`` record becomes a :class:`DeviceOpEvent`). Recording costs the script
+  nothing: the clock records every op anyway (with the host time it was issued, which is also
+  what ``neuronsim profile``'s host track is drawn from); a session only keeps more records.
 
 Until ``nki.simulate`` calls :func:`record_launch` itself, :func:`observe_nki_simulate` wraps it
 for the session (see there). Nothing here imports torch.
@@ -88,7 +90,8 @@ def device_events() -> dict[int, list[DeviceOpEvent]]:
     module = sys.modules.get("neuronsim.device.clock")
     if module is None:
         return {}
-    clocks = getattr(module, "_clocks", {})  # hook: the device could expose all_clocks()
+    all_clocks = getattr(module, "all_clocks", None)
+    clocks = all_clocks() if all_clocks is not None else dict(getattr(module, "_clocks", {}))
     out = {}
     for index, clk in sorted(clocks.items()):
         records = clk.events()

@@ -39,7 +39,6 @@ from neuronsim.profiler.events import (
     DeviceOpEvent,
     KernelRun,
     PlacedRun,
-    device_span_ns,
 )
 
 if TYPE_CHECKING:
@@ -244,7 +243,13 @@ def device_summary(events: Iterable[DeviceOpEvent], chip: ChipSpec, cache: dict 
     counts: dict[int, list] = {}  # id(timeline) -> [an event of that kernel, count]
     s = empty_summary()
     launch_ns = fallback_ns = transfer_ns = 0.0
+    first, last = float("inf"), float("-inf")
     for e in events:
+        start = e.start_ns
+        if start < first:
+            first = start
+        if start + e.duration_ns > last:
+            last = start + e.duration_ns
         kind = e.kind
         if kind == KERNEL:
             launch_ns += e.launch_ns
@@ -265,8 +270,7 @@ def device_summary(events: Iterable[DeviceOpEvent], chip: ChipSpec, cache: dict 
             s["host_transfer_bytes"] += int(e.bytes)
     for e, n in counts.values():
         _accumulate(s, _native_op_summary(e, cache), n)
-    first, last = device_span_ns(events)
-    s["total_time"] = (last - first) * 1e-9
+    s["total_time"] = (last - first) * 1e-9 if events else 0.0
     s["kernel_launch_time"] += launch_ns * 1e-9
     s["host_fallback_time"] += fallback_ns * 1e-9
     s["host_transfer_time"] += transfer_ns * 1e-9
