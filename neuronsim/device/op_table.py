@@ -275,9 +275,14 @@ _NAMED = {
 
 
 def _direct_ops(skip: set[str]):
-    """Structured (CompositeExplicitAutogradNonFunctional) and ``_foreach_`` ops, and ops with both
-    a CPU kernel and a CompositeExplicitAutograd one (``native_layer_norm``): those decompose on
-    other devices, so registering them keeps the CPU's single kernel and its numerics."""
+    """Structured (CompositeExplicitAutogradNonFunctional) and ``_foreach_`` ops, ops with both
+    a CPU kernel and a CompositeExplicitAutograd one (``native_layer_norm``), and ops with a native
+    kernel and a CompositeExplicitAutograd one (``abs``, ``mul.Scalar``, ``logical_and``): those
+    decompose on other devices (into ``.out`` calls the kernels do not take), so registering them
+    keeps the CPU's single kernel and its numerics, or the native kernel."""
+    from neuronsim.kernels import FAMILIES
+
+    native = {n.removesuffix(".default") for names in FAMILIES.values() for n in names} - {"aten::copy_"}
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith("aten::") or name in skip or has_kernel(name, KEY):
@@ -285,7 +290,7 @@ def _direct_ops(skip: set[str]):
         if (
             name.startswith("aten::_foreach_")
             or has_kernel(name, "CompositeExplicitAutogradNonFunctional")
-            or (has_kernel(name, "CPU") and has_kernel(name, "CompositeExplicitAutograd"))
+            or (has_kernel(name, "CompositeExplicitAutograd") and (has_kernel(name, "CPU") or name in native))
         ):
             base, _, overload = name[len("aten::") :].partition(".")
             yield getattr(getattr(aten, base), overload or "default")

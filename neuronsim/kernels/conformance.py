@@ -138,15 +138,17 @@ def _max_error(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
 
 
 def run_sample(opinfo, sample, dtype: torch.dtype) -> tuple[bool, bool, float, str, str]:
-    """(native, passed, max error, native ops, error) for one sample."""
-    want = opinfo(sample.input, *sample.args, **sample.kwargs)
-    dev = lambda t: t.detach().to("neuron")  # noqa: E731
-    args = _map((sample.input, sample.args, sample.kwargs), dev)
+    """(native, passed, max error, native ops, error) for one sample, made on the device as
+    PyTorch's ``test_compare_cpu`` makes it (tensors a sample function puts on the CPU, like
+    ``tensor_split``'s indices, stay there) and compared with its CPU copy."""
+    to_cpu = lambda t: t.detach().cpu().requires_grad_(t.requires_grad)  # noqa: E731
+    on_cpu = _map((sample.input, sample.args, sample.kwargs), to_cpu)  # before an in-place op runs
     torch.neuron.clear_op_tracking()
-    got = opinfo(args[0], *args[1], **args[2])
+    got = opinfo(sample.input, *sample.args, **sample.kwargs)
     executed = set(torch.neuron.get_executed_ops()) - TRANSFERS
     fallback = set(torch.neuron.get_fallback_ops()) - TRANSFERS
     native = bool(executed) and not fallback
+    want = opinfo(on_cpu[0], *on_cpu[1], **on_cpu[2])
     got_cpu = _map(got, lambda t: t.cpu())
     wl, gl = _tensors(want), _tensors(got_cpu)
     err, msg = _max_error(gl, wl), ""
@@ -159,6 +161,15 @@ def run_sample(opinfo, sample, dtype: torch.dtype) -> tuple[bool, bool, float, s
     except AssertionError as e:
         passed, msg = False, " ".join(str(e).split())[:300]
     return native, passed, err, ";".join(sorted(executed)), msg
+
+
+def _device_samples(opinfo, dtype):
+    """The OpInfo's samples made on the device; made on the CPU and moved if that fails."""
+    try:
+        return list(opinfo.sample_inputs("neuron", dtype))
+    except Exception:  # a sample function the device cannot run: the samples move afterwards
+        to_device = lambda t: t.detach().to("neuron").requires_grad_(t.requires_grad)  # noqa: E731
+        return [s.transform(to_device) for s in opinfo.sample_inputs("cpu", dtype)]
 
 
 def run(
@@ -187,7 +198,7 @@ def run(
                 continue
             start = time.monotonic()
             try:
-                samples = opinfo.sample_inputs("cpu", dtype)
+                samples = _device_samples(opinfo, dtype)
                 for k, sample in enumerate(samples):
                     if k >= max_samples or time.monotonic() - start > budget_s:
                         break

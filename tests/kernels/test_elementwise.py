@@ -114,7 +114,7 @@ UNARY = {  # name -> (fn, ATen op that must run natively)
     "fill_": (lambda a: (a * 1).fill_(2.5), "aten::fill_.Scalar"),
     "zero_": (lambda a: (a * 1).zero_(), "aten::zero_"),
     "add_": (lambda a: (a * 1).add_(1.5, alpha=2), "aten::add_.Tensor"),
-    "rsub": (lambda a: 2 - a, "aten::sub.Tensor"),
+    "rsub": (lambda a: 2 - a, "aten::rsub.Scalar"),
 }
 
 
