@@ -30,9 +30,8 @@ from neuronsim.sim.memory.access import (
     RefMemory,
     copy_raw,
     gather_f32,
-    gather_raw,
     scatter_f32,
-    scatter_raw,
+    transpose_raw,
 )
 
 
@@ -116,7 +115,7 @@ def _ref_transpose(ins: Instruction, mem: RefMemory) -> None:
 
 @njit(cache=True)
 def _nb_transpose(row, frow, bases):
-    scatter_raw(row, DST, bases, np.ascontiguousarray(gather_raw(row, SRC0, bases).T))
+    transpose_raw(row, DST, SRC0, bases)
 
 
 OPS = [

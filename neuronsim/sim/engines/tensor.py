@@ -26,7 +26,9 @@ Costs (engine cycles; the scheduler divides by the engine clock and applies Tens
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from neuronsim.errors import DtypeError
 from neuronsim.sim.chips import ChipSpec
@@ -41,7 +43,15 @@ from neuronsim.sim.engines.common import (
     require_operands,
 )
 from neuronsim.sim.ir import AccessPattern, Engine, Instruction, Memory, Opcode
-from neuronsim.sim.memory.access import RefMemory, gather_f32, gather_raw, scatter_f32, scatter_raw
+from neuronsim.sim.memory.access import (
+    RefMemory,
+    ap_parts,
+    f32_rows,
+    gather_f32,
+    row_offsets,
+    scatter_f32,
+    transpose_raw,
+)
 
 # S16: nc_matmul inputs. float8_e4m3fn exists from NeuronCore-v4 (gen4) on; fp32/tf32 only pair
 # with fp32/tf32.
@@ -182,27 +192,139 @@ def _encode_matmul(ins: Instruction) -> tuple[list[int], list[float]]:
     return [int(_accumulate(ins))], []
 
 
+# The fp32 matmul kernel. Every result element is a strict chain ``acc = acc + fl(s * m)`` over k in
+# order, so the only freedom is which elements to compute together. A register tile of
+# ``_TILE_ROWS`` x ``_TILE_LANES * vectors`` results stays in vector registers for the whole k loop
+# (two vector ops per 16 products, no loads or stores of partial sums), written in LLVM IR because
+# Numba keeps array accumulators in memory. Plain fmul / fadd without fast-math flags: LLVM neither
+# fuses them into FMAs nor reorders them, so each element sees the same roundings as matmul_np.
+
+_TILE_ROWS, _TILE_LANES = 4, 16
+
+
+def _matmul_tile(vectors: int):
+    """An intrinsic ``tile(out, a, b, k_dim, a_pitch, b_pitch, out_pitch)`` (byte addresses, pitches
+    in elements): ``out[r, c] = sum_k a[k, r] * b[k, c]`` for ``r < _TILE_ROWS``, ``c < 16 *
+    vectors``, overwriting ``out``; ``k_dim >= 1``."""
+    lanes, rows = _TILE_LANES, _TILE_ROWS
+
+    def tile(typingctx, out_addr, a_addr, b_addr, k_dim, a_pitch, b_pitch, out_pitch):
+        sig = types.void(*([types.int64] * 7))
+
+        def codegen(context, builder, signature, args):
+            f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
+            vec = ir.VectorType(f32, lanes)
+            out0, a0, b0 = (builder.inttoptr(x, f32.as_pointer()) for x in args[:3])
+            k_dim, a_pitch, b_pitch, out_pitch = args[3:]
+            entry = builder.block
+            loop = builder.append_basic_block("tile.k")
+            done = builder.append_basic_block("tile.done")
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            k = builder.phi(i64)
+            k.add_incoming(ir.Constant(i64, 0), entry)
+            accs = [builder.phi(vec) for _ in range(rows * vectors)]
+            for acc in accs:
+                acc.add_incoming(ir.Constant(vec, [0.0] * lanes), entry)
+            a_row = builder.gep(a0, [builder.mul(k, a_pitch)])
+            b_row = builder.gep(b0, [builder.mul(k, b_pitch)])
+            xs = [builder.load(builder.bitcast(builder.gep(b_row, [ir.Constant(i64, v * lanes)]), vec.as_pointer()),
+                               align=4) for v in range(vectors)]
+            undef = ir.Constant(vec, ir.Undefined)
+            splat = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
+            new = []
+            for r in range(rows):
+                s = builder.load(builder.gep(a_row, [ir.Constant(i64, r)]), align=4)
+                sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(i32, 0)), undef, splat)
+                new += [builder.fadd(accs[r * vectors + v], builder.fmul(sv, xs[v])) for v in range(vectors)]
+            k_next = builder.add(k, ir.Constant(i64, 1))
+            k.add_incoming(k_next, loop)
+            for acc, value in zip(accs, new):
+                acc.add_incoming(value, loop)
+            builder.cbranch(builder.icmp_signed("<", k_next, k_dim), loop, done)
+            builder.position_at_end(done)
+            for r in range(rows):
+                out_row = builder.gep(out0, [builder.mul(ir.Constant(i64, r), out_pitch)])
+                for v in range(vectors):
+                    ptr = builder.gep(out_row, [ir.Constant(i64, v * lanes)])
+                    builder.store(new[r * vectors + v], builder.bitcast(ptr, vec.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    tile.__name__ = tile.__qualname__ = f"_matmul_tile_{vectors}"
+    return intrinsic(tile)
+
+
+_tile_x4 = _matmul_tile(4)
+_tile_x1 = _matmul_tile(1)
+
+
+@njit(cache=True)
+def _matmul_panel(a, b, out):
+    """``out[r, c] = sum_k a[k, r] * b[k, c]`` (k in order, fp32 products then sums) for [K, R] and
+    [K, C] float32 arrays with unit inner stride; register tiles where they fit, scalar loops for
+    the edges. Column panels outside, rows inside: a panel of ``b`` stays in L1."""
+    k_dim, r_dim = a.shape
+    c_dim = b.shape[1]
+    out[:, :] = 0
+    if k_dim == 0:
+        return
+    a_addr, b_addr, o_addr = a.ctypes.data, b.ctypes.data, out.ctypes.data
+    a_pitch, b_pitch, o_pitch = a.strides[0] // 4, b.strides[0] // 4, out.strides[0] // 4
+    r_tiled = r_dim - r_dim % _TILE_ROWS
+    wide, narrow = 4 * _TILE_LANES, _TILE_LANES
+    c0 = 0
+    while c0 < c_dim:
+        width = wide if c_dim - c0 >= wide else narrow if c_dim - c0 >= narrow else 0
+        if width == 0:
+            break
+        for r0 in range(0, r_tiled, _TILE_ROWS):
+            at = o_addr + 4 * (r0 * o_pitch + c0)
+            if width == wide:
+                _tile_x4(at, a_addr + 4 * r0, b_addr + 4 * c0, k_dim, a_pitch, b_pitch, o_pitch)
+            else:
+                _tile_x1(at, a_addr + 4 * r0, b_addr + 4 * c0, k_dim, a_pitch, b_pitch, o_pitch)
+        c0 += width
+    for r in range(r_dim):  # the edges: columns past the last tile, rows past the last tile
+        acc = out[r]
+        lo = c0 if r < r_tiled else 0
+        for k in range(k_dim):
+            s = a[k, r]
+            row = b[k]
+            for c in range(lo, c_dim):
+                acc[c] = acc[c] + s * row[c]
+
+
 @njit(cache=True)
 def matmul_f32(stationary, moving):
-    """Numba twin of :func:`matmul_np`. Loop order m, k, n: the inner loop streams one contiguous
-    row of ``moving`` into one row of the result (vectorizable: no reduction across lanes), and
-    every result element still sees k in ascending order."""
-    k_dim, m_dim = stationary.shape
-    n_dim = moving.shape[1]
-    out = np.zeros((m_dim, n_dim), dtype=np.float32)
-    for m in range(m_dim):
-        acc = out[m]
-        for k in range(k_dim):
-            s = stationary[k, m]
-            row = moving[k]
-            for n in range(n_dim):
-                acc[n] = acc[n] + s * row[n]
+    """Numba twin of :func:`matmul_np` for float32 [K, M] and [K, N] arrays with unit inner stride.
+    Few moving columns: vectorize along m instead (``out.T`` from swapped roles; ``s * m == m * s``
+    bit for bit)."""
+    m_dim, n_dim = stationary.shape[1], moving.shape[1]
+    if n_dim < _TILE_LANES and m_dim > n_dim:
+        out_t = np.empty((n_dim, m_dim), dtype=np.float32)
+        _matmul_panel(moving, stationary, out_t)
+        return np.ascontiguousarray(out_t.T)
+    out = np.empty((m_dim, n_dim), dtype=np.float32)
+    _matmul_panel(stationary, moving, out)
     return out
 
 
 @njit(cache=True)
+def _matmul_operand(row, at, bases):
+    """fp32 [K, F] values of a matmul input: a view of memory when it is plain fp32 rows (NaN
+    payloads don't matter: a NaN product makes a NaN result, which the store canonicalizes),
+    else a converted copy."""
+    view = f32_rows(row, at, bases, row_offsets(row, at))
+    if view.shape[0] == ap_parts(row, at):
+        return view
+    return gather_f32(row, at, bases)
+
+
+@njit(cache=True)
 def _nb_matmul(row, frow, bases):
-    total = matmul_f32(gather_f32(row, SRC0, bases), gather_f32(row, SRC1, bases))
+    total = matmul_f32(_matmul_operand(row, SRC0, bases), _matmul_operand(row, SRC1, bases))
     if row[IMM] != 0:
         total = gather_f32(row, DST, bases) + total
     scatter_f32(row, DST, bases, total)
@@ -251,7 +373,7 @@ def _ref_transpose(ins: Instruction, mem: RefMemory) -> None:
 
 @njit(cache=True)
 def _nb_transpose(row, frow, bases):
-    scatter_raw(row, DST, bases, np.ascontiguousarray(gather_raw(row, SRC0, bases).T))
+    transpose_raw(row, DST, SRC0, bases)
 
 
 OPS = [

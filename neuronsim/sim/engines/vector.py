@@ -98,6 +98,7 @@ from neuronsim.sim.memory.access import (
     ap_free,
     ap_parts,
     block_rows,
+    copy_by_runs,
     f32_rows,
     load_rows_f32,
     load_rows_i64,
@@ -890,6 +891,8 @@ def _nb_tensor_copy(row, frow, bases):
     offs, offd = row_offsets(row, SRC0), row_offsets(row, DST)
     block = block_rows(parts, n)
     if row[DST + F_DTYPE] == row[SRC0 + F_DTYPE]:
+        if copy_by_runs(row, DST, SRC0, bases):
+            return
         bitsb = np.empty(block * n, dtype=np.int64)
         for p0 in range(0, parts, block):
             bits = bitsb[:min(block, parts - p0) * n]

@@ -17,9 +17,12 @@ or ``int64[P, N]`` for integer bit operations.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from neuronsim.sim.dtypes import DType
@@ -94,6 +97,18 @@ def _typed_pointer(name: str, nbtype, llvm_type):
 
     pointer.__name__ = pointer.__qualname__ = name
     return intrinsic(pointer)
+
+
+@intrinsic
+def _memcpy(typingctx, dst_addr, src_addr, nbytes):
+    """``memcpy`` between byte addresses (the ranges must not overlap)."""
+    def codegen(context, builder, signature, args):
+        dst, src, n = (context.cast(builder, a, t, types.int64) for a, t in zip(args, signature.args))
+        i8p = ir.IntType(8).as_pointer()
+        cgutils.raw_memcpy(builder, builder.inttoptr(dst, i8p), builder.inttoptr(src, i8p), n, 1)
+        return context.get_dummy_value()
+
+    return types.void(dst_addr, src_addr, nbytes), codegen
 
 
 _f32_ptr = _typed_pointer("_f32_ptr", types.float32, ir.FloatType())
@@ -437,12 +452,139 @@ def scatter_raw(row, at, bases, values):
     store_rows_raw(row, at, bases, 0, row_offsets(row, at), np.ascontiguousarray(values).reshape(-1))
 
 
+# Bit-exact moves between APs that share no byte go by runs of memory instead of element by element:
+# the element order is row-major on both sides, so a copy is a sequence of memcpys of the longest
+# run both sides keep contiguous. Overlapping moves keep the read-all-then-write path.
+
+_MIN_RUN_BYTES = 16  # below this per memcpy, the element loop is as fast
+
+
+@njit(cache=True)
+def _run_elements(row, at):
+    """(elements per contiguous run in row-major order, whether the whole AP is one run). A run
+    is the trailing free dims that continue each other, across partitions when the pitch
+    continues them too."""
+    item = _ITEMSIZE[row[at + F_DTYPE]]
+    run = 1
+    for d in range(MAX_FREE_DIMS - 1, -1, -1):
+        step, num = row[at + F_DIMS + 2 * d], row[at + F_DIMS + 2 * d + 1]
+        if num == 1:
+            continue
+        if step != run:
+            return run, False
+        run *= num
+    if row[at + F_PARTS] == 1 or row[at + F_PITCH] == run * item:
+        return run * row[at + F_PARTS], True
+    return run, False
+
+
+@njit(cache=True)
+def _chunk_offsets(row, at, chunk, whole):
+    """Byte offsets from the AP's first element of its successive ``chunk``-element pieces;
+    ``chunk`` divides the AP's run (``_run_elements``)."""
+    item = _ITEMSIZE[row[at + F_DTYPE]]
+    parts, n = row[at + F_PARTS], ap_free(row, at)
+    out = np.empty(parts * n // chunk, dtype=np.int64)
+    if whole:
+        for c in range(out.size):
+            out[c] = c * chunk * item
+        return out
+    steps = np.empty(MAX_FREE_DIMS, dtype=np.int64)
+    nums = np.empty(MAX_FREE_DIMS, dtype=np.int64)
+    run = 1
+    collapsing = True
+    for d in range(MAX_FREE_DIMS - 1, -1, -1):  # the run's dims become one step of `chunk`
+        step, num = row[at + F_DIMS + 2 * d], row[at + F_DIMS + 2 * d + 1]
+        if collapsing and (num == 1 or step == run):
+            run *= num
+            steps[d], nums[d] = 0, 1
+        else:
+            collapsing = False
+            steps[d], nums[d] = step * item, num
+    per_run, pitch = run // chunk, row[at + F_PITCH]
+    j = 0
+    for p in range(parts):
+        for i1 in range(nums[0]):
+            for i2 in range(nums[1]):
+                for i3 in range(nums[2]):
+                    for i4 in range(nums[3]):
+                        a = p * pitch + i1 * steps[0] + i2 * steps[1] + i3 * steps[2] + i4 * steps[3]
+                        for c in range(per_run):
+                            out[j] = a + c * chunk * item
+                            j += 1
+    return out
+
+
+@njit(cache=True)
+def _disjoint(row, at_a, at_b, bases):
+    lo_a, hi_a = ap_extent(row, at_a, bases)
+    lo_b, hi_b = ap_extent(row, at_b, bases)
+    return hi_a <= lo_b or hi_b <= lo_a
+
+
+@njit(cache=True)
+def copy_by_runs(row, dst_at, src_at, bases):
+    """Copy src to dst (same element size) by memcpys of their common runs; False (nothing
+    copied) when they overlap or the runs are too short to be worth it."""
+    if not _disjoint(row, dst_at, src_at, bases):
+        return False
+    item = _ITEMSIZE[row[src_at + F_DTYPE]]
+    run_s, whole_s = _run_elements(row, src_at)
+    run_d, whole_d = _run_elements(row, dst_at)
+    chunk = math.gcd(run_s, run_d)
+    if chunk * item < _MIN_RUN_BYTES:
+        return False
+    src = _chunk_offsets(row, src_at, chunk, whole_s)
+    dst = _chunk_offsets(row, dst_at, chunk, whole_d)
+    s0, d0 = row_address(row, src_at, bases, 0), row_address(row, dst_at, bases, 0)
+    for c in range(src.size):
+        _memcpy(d0 + dst[c], s0 + src[c], chunk * item)
+    return True
+
+
 @njit(cache=True)
 def copy_raw(row, dst_at, src_at, bases):
     """Bit-exact copy of element k of src to element k of dst (row-major), same dtype. All of src
     is read before dst is written, as in the reference."""
+    if copy_by_runs(row, dst_at, src_at, bases):
+        return
     values = gather_raw(row, src_at, bases).reshape(-1)
     store_rows_raw(row, dst_at, bases, 0, row_offsets(row, dst_at), values)
+
+
+@njit(cache=True)
+def _transpose_words(d, s, parts, n, s_pitch, d_pitch):
+    """``d[f * d_pitch + p] = s[p * s_pitch + f]`` in blocks that keep both sides in cache."""
+    for p0 in range(0, parts, 16):
+        p1 = min(parts, p0 + 16)
+        for f in range(n):
+            for p in range(p0, p1):
+                d[f * d_pitch + p] = s[p * s_pitch + f]
+
+
+@njit(cache=True)
+def transpose_raw(row, dst_at, src_at, bases):
+    """Bit-exact ``dst[f, p] = src[p, f]`` (same dtype; dst has src's free size as partitions).
+    Contiguous, aligned, disjoint 2- and 4-byte rows move as words; anything else through
+    int64 bit patterns."""
+    item = _ITEMSIZE[row[src_at + F_DTYPE]]
+    parts, n = ap_parts(row, src_at), ap_free(row, src_at)
+    s0, d0 = row_address(row, src_at, bases, 0), row_address(row, dst_at, bases, 0)
+    s_pitch, d_pitch = row[src_at + F_PITCH], row[dst_at + F_PITCH]
+    plain = ((item == 4 or item == 2) and row_offsets(row, src_at).size == 0
+             and row_offsets(row, dst_at).size == 0 and s0 % item == 0 and d0 % item == 0
+             and s_pitch % item == 0 and d_pitch % item == 0 and (s_pitch >= n * item or parts == 1)
+             and (d_pitch >= parts * item or n == 1) and _disjoint(row, dst_at, src_at, bases))
+    if not plain:
+        scatter_raw(row, dst_at, bases, np.ascontiguousarray(gather_raw(row, src_at, bases).T))
+        return
+    s_words, d_words = (parts - 1) * (s_pitch // item) + n, (n - 1) * (d_pitch // item) + parts
+    if item == 4:
+        _transpose_words(carray(_u32_ptr(d0), (d_words,)), carray(_u32_ptr(s0), (s_words,)), parts, n,
+                         s_pitch // 4, d_pitch // 4)
+    else:
+        _transpose_words(carray(_u16_ptr(d0), (d_words,)), carray(_u16_ptr(s0), (s_words,)), parts, n,
+                         s_pitch // 2, d_pitch // 2)
 
 
 # ---------------------------------------------------------------- reference side (numpy, for clarity)

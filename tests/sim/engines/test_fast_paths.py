@@ -1,0 +1,175 @@
+"""The Numba executor's fast paths agree bit for bit with the plain definitions they replace.
+
+Register-tiled matmul vs ``matmul_np`` (tile edges, few columns, strided rows, specials), and the
+row-wise fast paths of access.py vs the numpy reference executor (contiguous and strided APs,
+partial tiles, every dtype, overlapping copies).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from neuronsim.sim.engines.tensor import matmul_f32, matmul_np
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(np.uint32)
+
+
+def _specials(rng, shape) -> np.ndarray:
+    """Normal values with NaN, +-inf, +-0, subnormals and huge values sprinkled in."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    picks = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -3e-42, 3e38, -2e38], dtype=np.float32)
+    mask = rng.random(shape) < 0.05
+    x[mask] = rng.choice(picks, size=int(mask.sum()))
+    return x
+
+
+# (K, M, N): full tiles, each kind of edge (rows % 4, columns % 16, % 64), N < 16 (the swapped
+# roles), K = 1, and the 1-wide shapes
+SHAPES = [(128, 128, 128), (128, 128, 512), (64, 64, 32), (32, 64, 64), (7, 13, 70), (1, 4, 16),
+          (3, 5, 1), (128, 128, 1), (128, 1, 128), (9, 130, 15), (16, 3, 17), (5, 67, 81), (2, 1, 1)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matmul_f32_matches_the_definition(shape):
+    k, m, n = shape
+    rng = np.random.default_rng(k * 10000 + m * 100 + n)
+    s, mv = _specials(rng, (k, m)), _specials(rng, (k, n))
+    with np.errstate(all="ignore"):  # inf - inf and overflow are values here
+        want = matmul_np(s, mv)
+    got = matmul_f32(s, mv)
+    assert got.shape == (m, n)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(_bits(got)[~nan], _bits(want)[~nan])
+
+
+def test_matmul_f32_of_strided_rows():
+    """Rows with a pitch larger than their length (SBUF views), and cancellation-heavy data where
+    any change of summation order or an FMA would show."""
+    rng = np.random.default_rng(1)
+    big_s = (rng.standard_normal((96, 200)) * 1e4).astype(np.float32)
+    big_m = (rng.standard_normal((96, 300)) * 1e-3).astype(np.float32)
+    s, mv = big_s[:, 3:3 + 72], big_m[:, 5:5 + 131]
+    np.testing.assert_array_equal(_bits(matmul_f32(s, mv)), _bits(matmul_np(s, mv)))
+
+
+# ---------------------------------------------------------------- program level: both executors
+
+from neuronsim import sim  # noqa: E402
+from neuronsim.sim import Opcode, ProgramBuilder  # noqa: E402
+from neuronsim.sim.dtypes import DType  # noqa: E402
+
+RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def _random_bits(rng, decl) -> np.ndarray:
+    """Raw random bit patterns (every NaN payload, -0.0, subnormals...) for an HBM tensor."""
+    raw = rng.integers(0, 2 ** (8 * decl.dtype.itemsize), size=decl.shape, dtype=np.uint64)
+    return raw.astype(RAW[decl.dtype.itemsize]).view(decl.dtype.numpy)
+
+
+def _assert_executors_agree(b: ProgramBuilder, seed: int = 0) -> None:
+    program = b.build()
+    rng = np.random.default_rng(seed)
+    inputs = {t.name: _random_bits(rng, t) for t in program.hbm_tensors() if t.kind in ("input", "inout")}
+    results = {}
+    for executor in ("reference", "numba"):
+        arrays = {name: a.copy() for name, a in inputs.items()}
+        out = sim.run(program, arrays, "trn2", executor=executor, uninitialized_memory="zero").outputs
+        results[executor] = {name: np.ascontiguousarray(a).view(np.uint8).copy() for name, a in out.items()}
+    assert results["numba"].keys() == results["reference"].keys()
+    for name, ref in results["reference"].items():
+        np.testing.assert_array_equal(results["numba"][name], ref, err_msg=name)
+
+
+ALL_DTYPES = [d.name for d in DType if d is not DType.bool_]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_copies_of_every_dtype(dtype):
+    """Same-dtype DMA in and out (runs of whole tiles), tensor_copy between SBUF tiles at a
+    partition offset, and a partial tile with an odd free size (runs shorter than a memcpy)."""
+    b = ProgramBuilder("copies")
+    a = b.hbm("a", (64, 70), dtype)
+    s = b.sbuf("s", (64, 70), dtype)
+    t = b.sbuf("t", (128, 70), dtype)
+    o = b.hbm("o", (64, 70), dtype, kind="output")
+    o2 = b.hbm("o2", (37, 3), dtype, kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.TENSOR_COPY, t.ap([[70, 64], [1, 70]], offset=64 * 70), [s], engine=sim.Engine.VECTOR)
+    b.emit(Opcode.DMA_COPY, o, [t.ap([[70, 64], [1, 70]], offset=64 * 70)])
+    b.emit(Opcode.DMA_COPY, o2, [s.ap([[70, 37], [1, 3]], offset=5)])
+    _assert_executors_agree(b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
+def test_strided_copies_by_runs(dtype):
+    """Head-split style moves: HBM rows of 64 elements at a partition step, interleaved free dims
+    on both sides (runs of different lengths: copied by their common divisor), a reversed dim and
+    a broadcast dim (no runs), and an HBM -> HBM copy onto an overlapping range of the same
+    tensor (read all, then write)."""
+    b = ProgramBuilder("strided")
+    a = b.hbm("a", (64, 256), dtype)
+    s = b.sbuf("s", (64, 4, 64), dtype)
+    r = b.sbuf("r", (64, 128), dtype)
+    io = b.hbm("io", (32, 64), dtype, kind="inout")
+    o = b.hbm("o", (64, 4, 64), dtype, kind="output")
+    o2 = b.hbm("o2", (64, 128), dtype, kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a.ap([[256, 64], [64, 4], [1, 64]])])
+    b.emit(Opcode.DMA_COPY, o.ap([[256, 64], [1, 32], [32, 8]]), [s.ap([[256, 64], [128, 2], [1, 128]])])
+    b.emit(Opcode.DMA_COPY, r.ap([[128, 64], [-1, 64], [64, 2]], offset=63), [a.ap([[256, 64], [1, 128]])])
+    b.emit(Opcode.DMA_COPY, o2, [r])
+    b.emit(Opcode.DMA_COPY, o2.ap([[128, 64], [0, 2], [1, 64]]), [a.ap([[256, 64], [1, 128]], offset=3)])
+    b.emit(Opcode.DMA_COPY, io.ap([[64, 30], [1, 64]], offset=64 + 7), [io.ap([[64, 30], [1, 64]])])
+    _assert_executors_agree(b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32"])
+@pytest.mark.parametrize("shape", [(128, 128), (100, 37), (1, 64), (64, 1), (130, 20)])
+def test_transposes(dtype, shape):
+    """dma_transpose HBM -> SBUF and nc_transpose SBUF -> PSUM (word moves), incl. partial tiles."""
+    p, f = shape
+    if p > 128 and f > 128:
+        pytest.skip("not a valid transpose")
+    b = ProgramBuilder("transposes")
+    a = b.hbm("a", (p, f), dtype)
+    s = b.sbuf("s", (f, p), dtype)
+    o = b.hbm("o", (f, p), dtype, kind="output")
+    b.emit(Opcode.DMA_TRANSPOSE, s, [a])
+    b.emit(Opcode.DMA_COPY, o, [s])
+    if p <= 128 and f <= 128:
+        t = b.sbuf("t", (p, f), dtype)
+        pt = b.psum("pt", (f, p), dtype)
+        o2 = b.hbm("o2", (f, p), dtype, kind="output")
+        b.emit(Opcode.DMA_COPY, t, [a])
+        b.emit(Opcode.NC_TRANSPOSE, pt, [t])
+        back = b.sbuf("back", (f, p), dtype)
+        b.emit(Opcode.TENSOR_COPY, back, [pt], engine=sim.Engine.VECTOR)
+        b.emit(Opcode.DMA_COPY, o2, [back])
+    _assert_executors_agree(b)
+
+
+@pytest.mark.parametrize("dtypes", [("float32", "float32"), ("bfloat16", "bfloat16"), ("float8_e4m3", "bfloat16")])
+@pytest.mark.parametrize("kmn", [(128, 128, 128), (128, 128, 1), (33, 70, 90), (64, 5, 3)])
+def test_matmul_programs(dtypes, kmn):
+    """nc_matmul with fp32 inputs read in place and 16-/8-bit inputs converted, accumulating onto
+    PSUM, from operands at a free offset (rows with a pitch)."""
+    k, m, n = kmn
+    b = ProgramBuilder("matmul")
+    a = b.hbm("a", (k, m), dtypes[0])
+    c = b.hbm("c", (k, n), dtypes[1])
+    sa = b.sbuf("sa", (k, m + 3), dtypes[0])
+    sc = b.sbuf("sc", (k, n), dtypes[1])
+    ps = b.psum("ps", (m, n))
+    o = b.hbm("o", (m, n), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, sa.ap([[m + 3, k], [1, m]], offset=3), [a])
+    b.emit(Opcode.DMA_COPY, sc, [c])
+    b.emit(Opcode.NC_MATMUL, ps, [sa.ap([[m + 3, k], [1, m]], offset=3), sc])
+    b.emit(Opcode.NC_MATMUL, ps, [sa.ap([[m + 3, k], [1, m]], offset=3), sc], accumulate=True)
+    back = b.sbuf("back", (m, n), "float32")
+    b.emit(Opcode.TENSOR_COPY, back, [ps], engine=sim.Engine.VECTOR)
+    b.emit(Opcode.DMA_COPY, o, [back])
+    _assert_executors_agree(b, seed=k + m + n)
