@@ -115,6 +115,17 @@ def _map(x, fn):
     return x
 
 
+def _map_devices(x):
+    """The CPU copy of a sample names the CPU where it named the device (factories' ``device=``)."""
+    if isinstance(x, torch.device) or (isinstance(x, str) and x.split(":")[0] == "neuron"):
+        return torch.device("cpu") if torch.device(x).type == "neuron" else x
+    if isinstance(x, list | tuple):
+        return type(x)(_map_devices(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _map_devices(v) for k, v in x.items()}
+    return x
+
+
 def _tensors(x) -> list[torch.Tensor]:
     if isinstance(x, torch.Tensor):
         return [x]
@@ -142,13 +153,13 @@ def run_sample(opinfo, sample, dtype: torch.dtype) -> tuple[bool, bool, float, s
     PyTorch's ``test_compare_cpu`` makes it (tensors a sample function puts on the CPU, like
     ``tensor_split``'s indices, stay there) and compared with its CPU copy."""
     to_cpu = lambda t: t.detach().cpu().requires_grad_(t.requires_grad)  # noqa: E731
-    on_cpu = _map((sample.input, sample.args, sample.kwargs), to_cpu)  # before an in-place op runs
+    on_cpu = _map_devices(_map((sample.input, sample.args, sample.kwargs), to_cpu))  # before in-place ops
     torch.neuron.clear_op_tracking()
     got = opinfo(sample.input, *sample.args, **sample.kwargs)
     executed = set(torch.neuron.get_executed_ops()) - TRANSFERS
     fallback = set(torch.neuron.get_fallback_ops()) - TRANSFERS
     native = bool(executed) and not fallback
-    want = opinfo(on_cpu[0], *on_cpu[1], **on_cpu[2])
+    want = _map(opinfo(on_cpu[0], *on_cpu[1], **on_cpu[2]), lambda t: t.cpu())  # factories: device= too
     got_cpu = _map(got, lambda t: t.cpu())
     wl, gl = _tensors(want), _tensors(got_cpu)
     err, msg = _max_error(gl, wl), ""
