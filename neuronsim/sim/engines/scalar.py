@@ -314,6 +314,35 @@ def _encode_activation(ins: Instruction) -> tuple[list[int], list[float]]:
 
 
 @njit(cache=True)
+def _act_rows(func, data, scale, bias, y):
+    """``y = func(data * scale + bias)`` row by row. The functions that need no libm get their own
+    loops (the same values act_f64 gives, without a call per element); the rest go through
+    act_f64."""
+    parts, n = data.shape
+    for p in range(parts):
+        s, b = scale[p], bias[p]
+        for j in range(n):
+            y[p, j] = np.float32(np.float32(data[p, j] * s) + b)
+    if func == _COPY or func == _IDENTITY:
+        return
+    if func == _RELU:
+        for p in range(parts):
+            for j in range(n):
+                x = y[p, j]
+                if not (x != x or x > 0):
+                    y[p, j] = np.float32(0.0)
+    elif func == _SQUARE:  # x * x is exact in float64 for an fp32 x: one rounding either way
+        for p in range(parts):
+            for j in range(n):
+                x = np.float64(y[p, j])
+                y[p, j] = np.float32(x * x)
+    else:
+        for p in range(parts):
+            for j in range(n):
+                y[p, j] = np.float32(act_f64(func, np.float64(y[p, j])))
+
+
+@njit(cache=True)
 def _nb_activation(row, frow, bases):
     func, bias_tile, scale_tile = row[IMM], row[IMM + 1], row[IMM + 2]
     reduce, bit_copy = row[IMM + 3], row[IMM + 4]
@@ -328,11 +357,7 @@ def _nb_activation(row, frow, bases):
     else:
         bias = np.full(parts, np.float32(frow[1]), dtype=np.float32)
     y = np.empty((parts, n), dtype=np.float32)
-    for p in range(parts):
-        s, b = scale[p], bias[p]
-        for j in range(n):
-            arg = np.float32(np.float32(data[p, j] * s) + b)
-            y[p, j] = np.float32(act_f64(func, np.float64(arg)))
+    _act_rows(func, data, scale, bias, y)
     if bit_copy:
         copy_raw(row, DST, SRC0, bases)
     else:

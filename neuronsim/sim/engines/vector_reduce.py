@@ -22,7 +22,7 @@ from neuronsim.errors import DtypeError
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.encoding import DST, IMM, SRC0, SRC1, SRC2
-from neuronsim.sim.engines.alu import alu_f32, alu_int, alu_int_np, alu_np
+from neuronsim.sim.engines.alu import _max, _min, alu_f32, alu_int, alu_int_np, alu_np
 from neuronsim.sim.engines.common import (
     OpDef,
     fail,
@@ -215,13 +215,42 @@ def _nb_reduce(row, frow, bases):
     x = gather_f32(row, SRC0, bases)
     kept = x.shape[1] // group
     out = np.empty((x.shape[0], kept), dtype=np.float32)
-    for p in range(x.shape[0]):
-        for k in range(kept):
-            acc = identity_f32(op)
-            for r in range(group):
-                acc = alu_f32(op, acc, x[p, k * group + r])
-            out[p, k] = -acc if negate else acc
+    if op == _ADD or op == _MAX or op == _MIN:
+        _fold_across_partitions(op, x, group, out)
+    else:
+        for p in range(x.shape[0]):
+            for k in range(kept):
+                acc = identity_f32(op)
+                for r in range(group):
+                    acc = alu_f32(op, acc, x[p, k * group + r])
+                out[p, k] = acc
+    if negate:
+        for p in range(out.shape[0]):
+            for k in range(kept):
+                out[p, k] = -out[p, k]
     scatter_f32(row, DST, bases, out)
+
+
+@njit(cache=True)
+def _fold_across_partitions(op, x, group, out):
+    """The common folds (add, max, min) with every partition's chain still in order: the inner
+    loop steps across partitions, so the chains run side by side instead of one add latency per
+    element, and the operator is inlined instead of dispatched per element."""
+    parts, kept = out.shape
+    acc = np.empty(parts, dtype=np.float32)
+    for k in range(kept):
+        acc[:] = identity_f32(op)
+        for r in range(k * group, (k + 1) * group):
+            if op == _ADD:
+                for p in range(parts):
+                    acc[p] = acc[p] + x[p, r]
+            elif op == _MAX:
+                for p in range(parts):
+                    acc[p] = _max(acc[p], x[p, r])
+            else:
+                for p in range(parts):
+                    acc[p] = _min(acc[p], x[p, r])
+        out[:, k] = acc
 
 
 # ---------------------------------------------------------------- tensor_tensor_scan

@@ -66,9 +66,14 @@ RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
 def _random_bits(rng, decl) -> np.ndarray:
-    """Raw random bit patterns (every NaN payload, -0.0, subnormals...) for an HBM tensor."""
+    """Raw random bit patterns (every NaN payload, -0.0, subnormals...) for an HBM tensor, mixed
+    with normal values for float dtypes."""
     raw = rng.integers(0, 2 ** (8 * decl.dtype.itemsize), size=decl.shape, dtype=np.uint64)
-    return raw.astype(RAW[decl.dtype.itemsize]).view(decl.dtype.numpy)
+    values = raw.astype(RAW[decl.dtype.itemsize]).view(decl.dtype.numpy)
+    if decl.dtype.is_float:  # and ordinary values, where rounding and summation order show
+        normal = rng.random(decl.shape) < 0.7
+        values[normal] = rng.standard_normal(int(normal.sum())).astype(decl.dtype.numpy)
+    return values
 
 
 def _assert_executors_agree(b: ProgramBuilder, seed: int = 0) -> None:
@@ -173,3 +178,44 @@ def test_matmul_programs(dtypes, kmn):
     b.emit(Opcode.TENSOR_COPY, back, [ps], engine=sim.Engine.VECTOR)
     b.emit(Opcode.DMA_COPY, o, [back])
     _assert_executors_agree(b, seed=k + m + n)
+
+
+@pytest.mark.parametrize("func", ["copy", "identity", "relu", "square", "exp", "abs"])
+def test_activation_loops(func):
+    """ScalarE activation: the libm-free functions' own loops and the act_f64 path, with scale and
+    bias tiles, reduce, and raw bits in (NaN payloads, -0.0, subnormals, infinities)."""
+    from neuronsim.sim import ActFunc, Engine
+    b = ProgramBuilder("act")
+    a = b.hbm("a", (96, 33), "float32")
+    t = b.hbm("t", (96, 2), "float32")
+    s, st = b.sbuf("s", (96, 33), "float32"), b.sbuf("st", (96, 2), "float32")
+    y, r = b.sbuf("y", (96, 33), "bfloat16"), b.sbuf("r", (96, 1), "float32")
+    o, orr = b.hbm("o", (96, 33), "bfloat16", kind="output"), b.hbm("or", (96, 1), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.DMA_COPY, st, [t])
+    b.emit(Opcode.ACTIVATION, y, [s, st.ap([[2, 96], [1, 1]]), st.ap([[2, 96], [1, 1]], offset=1)],
+           engine=Engine.SCALAR, dst2=r, func=ActFunc[func], bias_is_tile=True, scale_is_tile=True, reduce=True)
+    b.emit(Opcode.DMA_COPY, o, [y])
+    b.emit(Opcode.DMA_COPY, orr, [r])
+    _assert_executors_agree(b, seed=3)
+
+
+@pytest.mark.parametrize("op", ["add", "maximum", "minimum", "multiply"])
+@pytest.mark.parametrize("negate", [False, True])
+def test_tensor_reduce_folds(op, negate):
+    """tensor_reduce over the last axis of a [P, 3, 20] view (three groups per partition) and over
+    all free dims, on raw bits (-0.0 vs +0.0 order, NaN, infinities)."""
+    from neuronsim.sim import AluOp, Engine
+    b = ProgramBuilder("reduce")
+    a = b.hbm("a", (64, 60), "float32")
+    s = b.sbuf("s", (64, 60), "float32")
+    r3, r1 = b.sbuf("r3", (64, 3), "float32"), b.sbuf("r1", (64, 1), "float32")
+    o3, o1 = b.hbm("o3", (64, 3), "float32", kind="output"), b.hbm("o1", (64, 1), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.TENSOR_REDUCE, r3, [s.ap([[60, 64], [20, 3], [1, 20]])], engine=Engine.VECTOR,
+           op=AluOp[op], num_axes=1, negate=negate)
+    b.emit(Opcode.TENSOR_REDUCE, r1, [s.ap([[60, 64], [20, 3], [1, 20]])], engine=Engine.VECTOR,
+           op=AluOp[op], num_axes=2, negate=negate)
+    b.emit(Opcode.DMA_COPY, o3, [r3])
+    b.emit(Opcode.DMA_COPY, o1, [r1])
+    _assert_executors_agree(b, seed=4)
