@@ -12,7 +12,7 @@ import threading
 import torch
 
 from neuronsim import kernels
-from neuronsim.device import accelerator, autograd_hooks, distributed, module, op_table, state, storage
+from neuronsim.device import accelerator, autograd_hooks, distributed, module, op_table, settings, state, storage
 
 _lock = threading.Lock()
 _registered = False
@@ -48,6 +48,19 @@ def owner_of_privateuse1() -> str | None:
     return name
 
 
+def _install_profiler_lane() -> None:
+    """``torch.profiler.profile(activities=[..., ProfilerActivity.PrivateUse1])``: its
+    ``export_chrome_trace`` carries each device's simulated ops (read from the device clocks when
+    the trace is written)."""
+    from neuronsim.device import clock
+    from neuronsim.profiler.events import from_clock_events
+    from neuronsim.profiler.lane import install_export_hook
+
+    for index in range(state.device_count()):
+        install_export_hook(lambda index=index: from_clock_events(clock.clock(index).events()),
+                            chip_name=lambda: settings.chip().name, device=index)
+
+
 def register() -> None:
     """Idempotent. Raises if another backend (e.g. a real TorchNeuron) already owns PrivateUse1."""
     global _registered
@@ -74,4 +87,5 @@ def register() -> None:
             autograd_hooks.install()
             kernels.install()  # native ops; their NKI kernels load at each family's first call
             distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
+            _install_profiler_lane()
         _registered = True
