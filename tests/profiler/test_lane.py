@@ -71,8 +71,12 @@ def test_hta_temporal_breakdown_counts_the_simulated_device_time_as_busy(tmp_pat
     assert breakdown["kernel_time(us)"][0] >= busy_us
 
 
-def test_export_hook_adds_the_lane_only_for_privateuse1(tmp_path):
+def test_export_hook_adds_the_lane_only_for_privateuse1(tmp_path, monkeypatch):
     from torch.profiler import ProfilerActivity, profile
+
+    from neuronsim.profiler import lane
+
+    monkeypatch.setattr(lane, "_SOURCES", dict(lane._SOURCES))  # the device's own source comes back after
 
     recorded: list[DeviceOpEvent] = []
     install_export_hook(lambda: recorded)
