@@ -202,11 +202,11 @@ def _encode_matmul(ins: Instruction) -> tuple[list[int], list[float]]:
 _TILE_ROWS, _TILE_LANES = 4, 16
 
 
-def _matmul_tile(vectors: int):
+def _matmul_tile(rows: int, vectors: int):
     """An intrinsic ``tile(out, a, b, k_dim, a_pitch, b_pitch, out_pitch)`` (byte addresses, pitches
-    in elements): ``out[r, c] = sum_k a[k, r] * b[k, c]`` for ``r < _TILE_ROWS``, ``c < 16 *
-    vectors``, overwriting ``out``; ``k_dim >= 1``."""
-    lanes, rows = _TILE_LANES, _TILE_ROWS
+    in elements): ``out[r, c] = sum_k a[k, r] * b[k, c]`` for ``r < rows``, ``c < 16 * vectors``,
+    overwriting ``out``; ``k_dim >= 1``."""
+    lanes = _TILE_LANES
 
     def tile(typingctx, out_addr, a_addr, b_addr, k_dim, a_pitch, b_pitch, out_pitch):
         sig = types.void(*([types.int64] * 7))
@@ -252,47 +252,53 @@ def _matmul_tile(vectors: int):
 
         return sig, codegen
 
-    tile.__name__ = tile.__qualname__ = f"_matmul_tile_{vectors}"
+    tile.__name__ = tile.__qualname__ = f"_matmul_tile_{rows}x{vectors}"
     return intrinsic(tile)
 
 
-_tile_x4 = _matmul_tile(4)
-_tile_x1 = _matmul_tile(1)
+_tile_4x4, _tile_4x1 = _matmul_tile(_TILE_ROWS, 4), _matmul_tile(_TILE_ROWS, 1)
+_tile_1x4, _tile_1x1 = _matmul_tile(1, 4), _matmul_tile(1, 1)  # the rows past the last 4
 
 
 @njit(cache=True)
 def _matmul_panel(a, b, out):
     """``out[r, c] = sum_k a[k, r] * b[k, c]`` (k in order, fp32 products then sums) for [K, R] and
-    [K, C] float32 arrays with unit inner stride; register tiles where they fit, scalar loops for
-    the edges. Column panels outside, rows inside: a panel of ``b`` stays in L1."""
+    [K, C] float32 arrays with unit inner stride; register tiles (4 or 1 rows x 64 or 16 columns)
+    where they fit, a plain loop for the last < 16 columns. Column panels outside, rows inside: a
+    panel of ``b`` stays in L1."""
     k_dim, r_dim = a.shape
     c_dim = b.shape[1]
-    out[:, :] = 0
     if k_dim == 0:
+        out[:, :] = 0
         return
     a_addr, b_addr, o_addr = a.ctypes.data, b.ctypes.data, out.ctypes.data
     a_pitch, b_pitch, o_pitch = a.strides[0] // 4, b.strides[0] // 4, out.strides[0] // 4
     r_tiled = r_dim - r_dim % _TILE_ROWS
     wide, narrow = 4 * _TILE_LANES, _TILE_LANES
     c0 = 0
-    while c0 < c_dim:
-        width = wide if c_dim - c0 >= wide else narrow if c_dim - c0 >= narrow else 0
-        if width == 0:
-            break
+    while c_dim - c0 >= narrow:
+        width = wide if c_dim - c0 >= wide else narrow
+        a_at, b_at, o_at = a_addr, b_addr + 4 * c0, o_addr + 4 * c0
         for r0 in range(0, r_tiled, _TILE_ROWS):
-            at = o_addr + 4 * (r0 * o_pitch + c0)
             if width == wide:
-                _tile_x4(at, a_addr + 4 * r0, b_addr + 4 * c0, k_dim, a_pitch, b_pitch, o_pitch)
+                _tile_4x4(o_at + 4 * r0 * o_pitch, a_at + 4 * r0, b_at, k_dim, a_pitch, b_pitch, o_pitch)
             else:
-                _tile_x1(at, a_addr + 4 * r0, b_addr + 4 * c0, k_dim, a_pitch, b_pitch, o_pitch)
+                _tile_4x1(o_at + 4 * r0 * o_pitch, a_at + 4 * r0, b_at, k_dim, a_pitch, b_pitch, o_pitch)
+        for r in range(r_tiled, r_dim):
+            if width == wide:
+                _tile_1x4(o_at + 4 * r * o_pitch, a_at + 4 * r, b_at, k_dim, a_pitch, b_pitch, o_pitch)
+            else:
+                _tile_1x1(o_at + 4 * r * o_pitch, a_at + 4 * r, b_at, k_dim, a_pitch, b_pitch, o_pitch)
         c0 += width
-    for r in range(r_dim):  # the edges: columns past the last tile, rows past the last tile
+    if c0 == c_dim:
+        return
+    out[:, c0:] = 0
+    for r in range(r_dim):  # the columns past the last tile
         acc = out[r]
-        lo = c0 if r < r_tiled else 0
         for k in range(k_dim):
             s = a[k, r]
             row = b[k]
-            for c in range(lo, c_dim):
+            for c in range(c0, c_dim):
                 acc[c] = acc[c] + s * row[c]
 
 
