@@ -145,7 +145,8 @@ def plan_layer_norm(call: Call) -> Launch | None:
     operands = (OUT(0), OUT(1), OUT(2), *(IN(_position(call, t)) for t in ins))
     return Launch(layer_norm, operands, {"eps": eps, "rows": rows, "n": n,
                                          "has_w": w is not None, "has_b": b is not None},
-                  flops=float(rows * n * (8 if w is not None else 6)))
+                  flops=float(rows * n * (8 if w is not None else 6)),
+                  output_dtypes=(y.dtype, x.dtype, x.dtype))  # mean, rstd in x's dtype, as ATen-CPU
 
 
 # ---------------------------------------------------------------- backward

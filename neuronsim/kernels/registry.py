@@ -96,6 +96,9 @@ class Launch:
     # (the tensors among the meta results, in order). Such ops have no ATen-CPU kernel, so the
     # Program computes them under ``NEURON_SIM_NUMERICS=fast`` too.
     result: Callable[[list[Tensor]], object] | None = None
+    # Fresh outputs of another dtype than ATen's meta kernel gives (same sizes and strides):
+    # ``native_layer_norm``'s 16-bit mean/rstd, which ATen-CPU returns in the input's dtype.
+    output_dtypes: tuple[torch.dtype, ...] | None = None
 
 
 @dataclass
@@ -462,6 +465,9 @@ def _meta_outputs(op, args, kwargs) -> tuple[list[Tensor] | None, bool]:
 
 def _trace_entry(native_op: NativeOp, call: Call, positions, written: int, launch: Launch) -> Entry:
     op, plan = call.op, call.plan
+    if launch.output_dtypes is not None:
+        call.outputs = [torch.empty_strided(o.shape, o.stride(), dtype=d, device=_META)
+                        for o, d in zip(call.outputs, launch.output_dtypes, strict=True)]
     scalars = torch.tensor(call.runtime, dtype=torch.float32) if native_op.runtime else None
 
     def resolve(ref: Ref) -> Tensor:
