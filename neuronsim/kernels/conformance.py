@@ -1,13 +1,14 @@
-"""OpInfo conformance: PyTorch's ``op_db`` sample inputs on the ``neuron`` device against ATen-CPU.
+"""OpInfo conformance: PyTorch's OpInfo sample inputs on the ``neuron`` device against ATen-CPU.
 
-``python -m neuronsim.kernels.conformance [--ops add mul ...] [--dtypes float32 bfloat16]
-[--budget 10] [--out table.csv]``: for each OpInfo (name + variant_test_name) and dtype it supports
-on CPU, each sample input is moved to ``neuron``, run, and compared with the CPU result. A row
-records whether the sample ran natively (no fallback op while it ran, at least one native op other
-than a transfer), pass/fail, the max error and the error text. A crashing sample is recorded and
-the run goes on; an op stops taking samples once it used its time budget. The summary prints pass
-rates for native and fallback samples and the distinct ATen ops that passed natively.
-"""
+``python -m neuronsim.kernels.conformance [--ops add mul ...] [--dtypes float32 bfloat16 int32]
+[--budget 10] [--out table.csv]``: for each OpInfo of ``op_db`` and the ``_foreach_*`` databases
+(name + variant_test_name, and its in-place variant as a variant of its own) and each dtype it
+supports on the CPU, each sample is made on ``neuron`` and compared with a CPU copy, as PyTorch's
+``test_compare_cpu`` does (and skipping what that test skips). A row records whether the sample
+ran natively (no fallback op while it ran, at least one native op other than a transfer),
+pass/fail, the max error and the error text. A crashing sample is recorded and the run goes on;
+an op stops taking samples once it used its time budget. The summary prints the pass rate of op
+variants, of native and fallback samples, and the distinct ATen ops that passed natively."""
 
 from __future__ import annotations
 
@@ -148,18 +149,29 @@ def _max_error(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
     return err
 
 
-def run_sample(opinfo, sample, dtype: torch.dtype) -> tuple[bool, bool, float, str, str]:
-    """(native, passed, max error, native ops, error) for one sample, made on the device as
-    PyTorch's ``test_compare_cpu`` makes it (tensors a sample function puts on the CPU, like
-    ``tensor_split``'s indices, stay there) and compared with its CPU copy."""
+def run_sample(opinfo, sample, dtype: torch.dtype, fn=None):
+    """(native, passed, max error, native ops, error) for one sample of ``fn`` (default: the
+    OpInfo's op), made on the device as PyTorch's ``test_compare_cpu`` makes it (tensors a sample
+    function puts on the CPU, like ``tensor_split``'s indices, stay there) and compared with its
+    CPU copy. None for an in-place variant's sample the CPU rejects (a broadcast ``self``)."""
+    fn = opinfo if fn is None else fn
     to_cpu = lambda t: t.detach().cpu().requires_grad_(t.requires_grad)  # noqa: E731
     on_cpu = _map_devices(_map((sample.input, sample.args, sample.kwargs), to_cpu))  # before in-place ops
+    try:
+        want = _map(fn(on_cpu[0], *on_cpu[1], **on_cpu[2]), lambda t: t.cpu())  # factories: device= too
+    except Exception as cpu_error:
+        if fn is not opinfo:
+            return None
+        try:  # the CPU rejects the sample: the device must reject it the same way
+            fn(sample.input, *sample.args, **sample.kwargs)
+        except type(cpu_error):
+            return False, True, 0.0, "", f"both raise {type(cpu_error).__name__}"
+        return False, False, float("nan"), "", f"the CPU raises {type(cpu_error).__name__}, the device does not"
     torch.neuron.clear_op_tracking()
-    got = opinfo(sample.input, *sample.args, **sample.kwargs)
+    got = fn(sample.input, *sample.args, **sample.kwargs)
     executed = set(torch.neuron.get_executed_ops()) - TRANSFERS
     fallback = set(torch.neuron.get_fallback_ops()) - TRANSFERS
     native = bool(executed) and not fallback
-    want = _map(opinfo(on_cpu[0], *on_cpu[1], **on_cpu[2]), lambda t: t.cpu())  # factories: device= too
     got_cpu = _map(got, lambda t: t.cpu())
     wl, gl = _tensors(want), _tensors(got_cpu)
     err, msg = _max_error(gl, wl), ""
@@ -183,73 +195,70 @@ def _device_samples(opinfo, dtype):
         return [s.transform(to_device) for s in opinfo.sample_inputs("cpu", dtype)]
 
 
+DTYPES = (torch.float32, torch.bfloat16, torch.int32)
+INPLACE = "(inplace)"  # suffix of the variant name for an OpInfo's in-place variant
+
+
+def op_databases():
+    """PyTorch's OpInfo databases: ``op_db`` and the ``_foreach_*`` ones."""
+    from torch.testing._internal import common_methods_invocations as cmi
+
+    return [*cmi.op_db, *cmi.foreach_unary_op_db, *cmi.foreach_binary_op_db, *cmi.foreach_pointwise_op_db,
+            *cmi.foreach_reduce_op_db, *cmi.foreach_other_op_db]
+
+
+def _crash_row(name, variant, dtype, k, what: str, e: Exception) -> Row:
+    return Row(name, variant, dtype, k, False, False, float("nan"), "",
+               f"{what}{type(e).__name__}: {' '.join(str(e).split())[:300]}")
+
+
 def run(
     ops: list[str] | None = None,
-    dtypes=(torch.float32, torch.bfloat16),
+    dtypes=DTYPES,
     budget_s: float = 10.0,
     max_samples: int = 50,
     log=None,
 ) -> Summary:
-    from torch.testing._internal.common_methods_invocations import op_db
-
+    """Every OpInfo (and its in-place variant, as its own variant) for each of ``dtypes`` it
+    supports on the CPU, sample by sample."""
     import neuronsim
 
     neuronsim.enable()
     summary = Summary()
-    for opinfo in op_db:
+    for opinfo in op_databases():
         if ops and opinfo.name not in ops:
             continue
         supported = opinfo.supported_dtypes("cpu")
+        variants = [(opinfo.variant_test_name, None)]
+        if opinfo.inplace_variant is not None:
+            variants.append((opinfo.variant_test_name + INPLACE, opinfo.inplace_variant))
         for dtype in dtypes:
+            dname = str(dtype).removeprefix("torch.")
             if dtype not in supported:
                 continue
             why = compare_cpu_skip(opinfo, dtype)
             if why is not None:
-                summary.skipped[(opinfo.name, opinfo.variant_test_name, str(dtype).removeprefix("torch."))] = why
+                summary.skipped[(opinfo.name, opinfo.variant_test_name, dname)] = why
                 continue
-            start = time.monotonic()
-            try:
-                samples = _device_samples(opinfo, dtype)
+            for variant, fn in variants:
+                start = time.monotonic()
+                try:
+                    samples = _device_samples(opinfo, dtype)
+                except Exception as e:  # the sample generator itself failed
+                    summary.rows.append(_crash_row(opinfo.name, variant, dname, -1, "samples: ", e))
+                    continue
                 for k, sample in enumerate(samples):
                     if k >= max_samples or time.monotonic() - start > budget_s:
                         break
                     try:
-                        row = Row(
-                            opinfo.name,
-                            opinfo.variant_test_name,
-                            str(dtype).removeprefix("torch."),
-                            k,
-                            *run_sample(opinfo, sample, dtype),
-                        )
+                        result = run_sample(opinfo, sample, dtype, fn)
                     except Exception as e:  # a crash is a failure of this sample; the run goes on
-                        row = Row(
-                            opinfo.name,
-                            opinfo.variant_test_name,
-                            str(dtype).removeprefix("torch."),
-                            k,
-                            False,
-                            False,
-                            float("nan"),
-                            "",
-                            f"{type(e).__name__}: {' '.join(str(e).split())[:300]}",
-                        )
-                    summary.rows.append(row)
-            except Exception as e:  # the sample generator itself failed
-                summary.rows.append(
-                    Row(
-                        opinfo.name,
-                        opinfo.variant_test_name,
-                        str(dtype),
-                        -1,
-                        False,
-                        False,
-                        float("nan"),
-                        "",
-                        f"samples: {type(e).__name__}: {e}"[:300],
-                    )
-                )
-            if log:
-                log(f"{opinfo.name}.{opinfo.variant_test_name} {dtype}")
+                        summary.rows.append(_crash_row(opinfo.name, variant, dname, k, "", e))
+                        continue
+                    if result is not None:
+                        summary.rows.append(Row(opinfo.name, variant, dname, k, *result))
+                if log:
+                    log(f"{opinfo.name}.{variant} {dtype}")
     return summary
 
 
@@ -264,7 +273,7 @@ def write_csv(summary: Summary, path: str) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ops", nargs="*", help="OpInfo names (default: all of op_db)")
-    p.add_argument("--dtypes", nargs="*", default=["float32", "bfloat16"])
+    p.add_argument("--dtypes", nargs="*", default=[str(d).removeprefix("torch.") for d in DTYPES])
     p.add_argument("--budget", type=float, default=10.0, help="seconds of samples per op and dtype")
     p.add_argument("--out", help="CSV table of every sample")
     p.add_argument("-v", "--verbose", action="store_true")
