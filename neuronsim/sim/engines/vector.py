@@ -94,11 +94,12 @@ from neuronsim.sim.memory.access import (
     AP_WIDTH,
     F_DTYPE,
     RefMemory,
-    ap_extent,
     ap_free,
     ap_parts,
     block_rows,
     copy_by_runs,
+    disjoint,
+    f32_row,
     f32_rows,
     load_rows_f32,
     load_rows_i64,
@@ -108,6 +109,7 @@ from neuronsim.sim.memory.access import (
     store_rows_f32,
     store_rows_i64,
     store_rows_raw,
+    u32_row,
     u32_rows,
 )
 from neuronsim.sim.memory.numerics import CANONICAL_NAN_BITS, bits_from_f32, load_f32, load_i64
@@ -431,9 +433,7 @@ def _in_place_or_disjoint(row, bases, at):
     """The source ``at`` and DST are the same elements, or share no byte."""
     if row_address(row, at, bases, 0) == row_address(row, DST, bases, 0):
         return True
-    lo_s, hi_s = ap_extent(row, at, bases)
-    lo_d, hi_d = ap_extent(row, DST, bases)
-    return hi_s <= lo_d or hi_d <= lo_s
+    return disjoint(row, at, DST, bases)
 
 
 @njit(cache=True, inline="always")
@@ -444,22 +444,20 @@ def _f32_bits(x):
 @njit(cache=True)
 def _fused_tt_f32(op, a, b, o):
     parts, n = a.shape
-    if op == _ADD:
-        for p in range(parts):
+    for p in range(parts):
+        x, y, d = f32_row(a, p), f32_row(b, p), u32_row(o, p)
+        if op == _ADD:
             for j in range(n):
-                o[p, j] = _f32_bits(a[p, j] + b[p, j])
-    elif op == _SUB:
-        for p in range(parts):
+                d[j] = _f32_bits(x[j] + y[j])
+        elif op == _SUB:
             for j in range(n):
-                o[p, j] = _f32_bits(a[p, j] - b[p, j])
-    elif op == _MUL:
-        for p in range(parts):
+                d[j] = _f32_bits(x[j] - y[j])
+        elif op == _MUL:
             for j in range(n):
-                o[p, j] = _f32_bits(a[p, j] * b[p, j])
-    else:
-        for p in range(parts):
+                d[j] = _f32_bits(x[j] * y[j])
+        else:
             for j in range(n):
-                o[p, j] = _f32_bits(alu_f32(op, a[p, j], b[p, j]))
+                d[j] = _f32_bits(alu_f32(op, x[j], y[j]))
 
 
 @njit(cache=True, inline="always")
@@ -476,21 +474,63 @@ def _ts_step(op, x, s, reverse):
 @njit(cache=True)
 def _fused_ts_f32(a, o, op0, s0, rev0, op1, s1, rev1):
     parts, n = a.shape
-    if op1 == _NO_OP:
-        for p in range(parts):
-            sp = s0[p]
+    for p in range(parts):
+        x, d = f32_row(a, p), u32_row(o, p)
+        sp, tp = s0[p], s1[p]
+        if op1 == _NO_OP:
+            if op0 == _MUL:
+                for j in range(n):
+                    d[j] = _f32_bits(x[j] * sp)
+            elif op0 == _ADD:
+                for j in range(n):
+                    d[j] = _f32_bits(x[j] + sp)
+            else:
+                for j in range(n):
+                    d[j] = _f32_bits(_ts_step(op0, x[j], sp, rev0))
+        elif op0 == _MUL and op1 == _ADD and not rev0 and not rev1:  # scale and bias, the common pair
             for j in range(n):
-                o[p, j] = _f32_bits(_ts_step(op0, a[p, j], sp, rev0))
-    elif op0 == _MUL and op1 == _ADD and not rev0 and not rev1:  # scale and bias, the common pair
-        for p in range(parts):
-            sp, tp = s0[p], s1[p]
+                d[j] = _f32_bits(x[j] * sp + tp)
+        elif op0 == _ADD and op1 == _MUL and not rev0 and not rev1:
             for j in range(n):
-                o[p, j] = _f32_bits(a[p, j] * sp + tp)
-    else:
-        for p in range(parts):
-            sp, tp = s0[p], s1[p]
+                d[j] = _f32_bits((x[j] + sp) * tp)
+        elif op0 == _SUB and op1 == _MUL and not rev0 and not rev1:  # centre and scale
             for j in range(n):
-                o[p, j] = _f32_bits(_ts_step(op1, _ts_step(op0, a[p, j], sp, rev0), tp, rev1))
+                d[j] = _f32_bits((x[j] - sp) * tp)
+        else:
+            for j in range(n):
+                d[j] = _f32_bits(_ts_step(op1, _ts_step(op0, x[j], sp, rev0), tp, rev1))
+
+
+@njit(cache=True, inline="always")
+def _tt_step(op, x, y, reverse):
+    if op == _ADD:
+        return x + y
+    if op == _MUL:
+        return x * y
+    if op == _SUB and not reverse:
+        return x - y
+    return alu_f32(op, y, x) if reverse else alu_f32(op, x, y)
+
+
+@njit(cache=True)
+def _fused_stt_f32(a, b, o, op0, s0, rev0, op1, rev1):
+    """scalar_tensor_tensor in one pass: ``(a op0 s0[p]) op1 b``, each step rounded to fp32."""
+    parts, n = a.shape
+    for p in range(parts):
+        x, y, d = f32_row(a, p), f32_row(b, p), u32_row(o, p)
+        sp = s0[p]
+        if op0 == _MUL and op1 == _ADD and not rev0:
+            for j in range(n):
+                d[j] = _f32_bits(x[j] * sp + y[j])
+        elif op0 == _MUL and op1 == _MUL and not rev0:
+            for j in range(n):
+                d[j] = _f32_bits((x[j] * sp) * y[j])
+        elif op0 == _SUB and op1 == _MUL and not rev0:
+            for j in range(n):
+                d[j] = _f32_bits((x[j] - sp) * y[j])
+        else:
+            for j in range(n):
+                d[j] = _f32_bits(_tt_step(op1, _ts_step(op0, x[j], sp, rev0), y[j], rev1))
 
 
 # ---------------------------------------------------------------- tensor_tensor
@@ -841,6 +881,14 @@ def _nb_scalar_tensor_tensor(row, frow, bases):
     slot0, slot1 = row[IMM + 4], row[IMM + 5]
     parts, n = ap_parts(row, DST), ap_free(row, DST)
     offs, off1, offd = row_offsets(row, SRC0), row_offsets(row, slot1), row_offsets(row, DST)
+    a, b = f32_rows(row, SRC0, bases, offs), f32_rows(row, slot1, bases, off1)
+    o = u32_rows(row, DST, bases, offd)
+    if (a.size and b.size and o.size and _in_place_or_disjoint(row, bases, SRC0)
+            and _in_place_or_disjoint(row, bases, slot1)):
+        s0 = np.empty(parts, dtype=np.float32)
+        _scalars_f32(row, bases, slot0, frow[0], 0, s0)
+        _fused_stt_f32(a, b, o, op0, s0, rev0, op1, rev1)
+        return
     block = block_rows(parts, n)
     xb = np.empty(block * n, dtype=np.float32)
     yb = np.empty(block * n, dtype=np.float32)

@@ -213,6 +213,19 @@ def u32_rows(row, at, bases, offsets):
     return carray(_u32_ptr(base), (row[at + F_PARTS], pitch))[:, :ap_free(row, at)]
 
 
+@njit(cache=True, inline="always")
+def f32_row(rows, p):
+    """Row ``p`` of an :func:`f32_rows` view as a contiguous 1-D array (which LLVM vectorizes; a
+    row of the 2-D view has a stride it cannot see)."""
+    return carray(_f32_ptr(rows.ctypes.data + p * rows.strides[0]), (rows.shape[1],))
+
+
+@njit(cache=True, inline="always")
+def u32_row(rows, p):
+    """Row ``p`` of a :func:`u32_rows` view as a contiguous 1-D array."""
+    return carray(_u32_ptr(rows.ctypes.data + p * rows.strides[0]), (rows.shape[1],))
+
+
 @njit(cache=True)
 def ap_extent(row, at, bases):
     """[lo, hi) byte addresses spanned by an encoded AP (for overlap tests)."""
@@ -516,17 +529,42 @@ def _chunk_offsets(row, at, chunk, whole):
 
 
 @njit(cache=True)
-def _disjoint(row, at_a, at_b, bases):
+def _row_span(row, at):
+    """[lo, hi) byte offsets of one partition's elements from its first element."""
+    item = _ITEMSIZE[row[at + F_DTYPE]]
+    lo = hi = 0
+    for d in range(MAX_FREE_DIMS):
+        reach = row[at + F_DIMS + 2 * d] * item * (row[at + F_DIMS + 2 * d + 1] - 1)
+        lo, hi = lo + min(0, reach), hi + max(0, reach)
+    return lo, hi + item
+
+
+@njit(cache=True)
+def disjoint(row, at_a, at_b, bases):
+    """Whether two encoded APs share no byte. Beyond their overall extents, APs with one
+    partition pitch (two tiles side by side in SBUF) are disjoint when their columns are: every
+    byte of an AP lies, modulo the pitch, in its column range."""
     lo_a, hi_a = ap_extent(row, at_a, bases)
     lo_b, hi_b = ap_extent(row, at_b, bases)
-    return hi_a <= lo_b or hi_b <= lo_a
+    if hi_a <= lo_b or hi_b <= lo_a:
+        return True
+    pitch = row[at_a + F_PITCH]
+    if pitch <= 0 or pitch != row[at_b + F_PITCH]:
+        return False
+    ra, rb = _row_span(row, at_a), _row_span(row, at_b)
+    ca = (row_address(row, at_a, bases, 0) + ra[0]) % pitch
+    cb = (row_address(row, at_b, bases, 0) + rb[0]) % pitch
+    wa, wb = ra[1] - ra[0], rb[1] - rb[0]
+    if ca + wa > pitch or cb + wb > pitch:  # a row wraps past the pitch
+        return False
+    return ca + wa <= cb or cb + wb <= ca
 
 
 @njit(cache=True)
 def copy_by_runs(row, dst_at, src_at, bases):
     """Copy src to dst (same element size) by memcpys of their common runs; False (nothing
     copied) when they overlap or the runs are too short to be worth it."""
-    if not _disjoint(row, dst_at, src_at, bases):
+    if not disjoint(row, dst_at, src_at, bases):
         return False
     item = _ITEMSIZE[row[src_at + F_DTYPE]]
     run_s, whole_s = _run_elements(row, src_at)
@@ -574,7 +612,7 @@ def transpose_raw(row, dst_at, src_at, bases):
     plain = ((item == 4 or item == 2) and row_offsets(row, src_at).size == 0
              and row_offsets(row, dst_at).size == 0 and s0 % item == 0 and d0 % item == 0
              and s_pitch % item == 0 and d_pitch % item == 0 and (s_pitch >= n * item or parts == 1)
-             and (d_pitch >= parts * item or n == 1) and _disjoint(row, dst_at, src_at, bases))
+             and (d_pitch >= parts * item or n == 1) and disjoint(row, dst_at, src_at, bases))
     if not plain:
         scatter_raw(row, dst_at, bases, np.ascontiguousarray(gather_raw(row, src_at, bases).T))
         return

@@ -219,3 +219,35 @@ def test_tensor_reduce_folds(op, negate):
     b.emit(Opcode.DMA_COPY, o3, [r3])
     b.emit(Opcode.DMA_COPY, o1, [r1])
     _assert_executors_agree(b, seed=4)
+
+
+@pytest.mark.parametrize("layout", ["side_by_side", "in_place", "overlapping"])
+def test_fused_vector_paths(layout):
+    """tensor_tensor / tensor_scalar / scalar_tensor_tensor on fp32 tiles that sit side by side in
+    the same partitions (disjoint by columns: the one-pass path), in place, and overlapping by a
+    few columns (the buffered path), for the specialised operator pairs and a generic one."""
+    from neuronsim.sim import AluOp, Engine
+    b = ProgramBuilder("fused")
+    a = b.hbm("a", (128, 160), "float32")
+    t = b.hbm("t", (128, 1), "float32")
+    s, st = b.sbuf("s", (128, 160), "float32"), b.sbuf("st", (128, 1), "float32")
+    o = b.hbm("o", (128, 160), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.DMA_COPY, st, [t])
+    x = s.ap([[160, 128], [1, 40]])
+    dst = {"side_by_side": s.ap([[160, 128], [1, 40]], offset=48), "in_place": x,
+           "overlapping": s.ap([[160, 128], [1, 40]], offset=3)}[layout]
+    y = s.ap([[160, 128], [1, 40]], offset=100)
+    vec = Engine.VECTOR
+    for op in (AluOp.add, AluOp.multiply, AluOp.maximum):
+        b.emit(Opcode.TENSOR_TENSOR, dst, [x, y], engine=vec, op=op)
+    for op0, op1 in ((AluOp.multiply, None), (AluOp.add, None), (AluOp.multiply, AluOp.add),
+                     (AluOp.add, AluOp.multiply), (AluOp.subtract, AluOp.multiply), (AluOp.divide, AluOp.maximum)):
+        imm = {"op1": op1, "operand1": 0.5} if op1 is not None else {}
+        b.emit(Opcode.TENSOR_SCALAR, dst, [x, st], engine=vec, op0=op0, operand0_is_tile=True, reverse0=True, **imm)
+    for op0, op1 in ((AluOp.multiply, AluOp.add), (AluOp.multiply, AluOp.multiply), (AluOp.subtract, AluOp.multiply),
+                     (AluOp.divide, AluOp.subtract)):
+        b.emit(Opcode.SCALAR_TENSOR_TENSOR, dst, [x, st, y], engine=vec, op0=op0, operand0_is_tile=True,
+               op1=op1, reverse1=True)
+    b.emit(Opcode.DMA_COPY, o, [s])
+    _assert_executors_agree(b, seed=5)
