@@ -13,8 +13,8 @@ import contextlib
 import contextvars
 import dataclasses
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from neuronsim import env
 from neuronsim.errors import OptionError
@@ -104,7 +104,8 @@ def from_environment(environ: os._Environ | dict | None = None) -> SimOptions:
         raise OptionError(f"{exc} (from the environment)") from None
 
 
-_current: contextvars.ContextVar[SimOptions | None] = contextvars.ContextVar("neuronsim_options", default=None)
+_current: contextvars.ContextVar[SimOptions | None] = contextvars.ContextVar(
+    "neuronsim_options", default=None)
 
 
 _environment_default: SimOptions | None = None

@@ -9,7 +9,8 @@ from neuronsim.options import SimOptions, current, from_environment
 
 def test_defaults_and_validation():
     opts = SimOptions()
-    assert (opts.chip, opts.numerics, opts.executor, opts.uninitialized_memory) == ("trn2", "exact", "numba", "nan")
+    got = (opts.chip, opts.numerics, opts.executor, opts.uninitialized_memory)
+    assert got == ("trn2", "exact", "numba", "nan")
     with pytest.raises(OptionError, match="numerics='approx'"):
         SimOptions(numerics="approx")
     with pytest.raises(OptionError, match="unknown option"):
@@ -17,7 +18,8 @@ def test_defaults_and_validation():
 
 
 def test_from_environment():
-    opts = from_environment({env.NEURON_SIM_CHIP: "trn3", env.NEURON_SIM_NUMERICS: "FAST", env.NEURON_SIM_SEED: "7"})
+    opts = from_environment(
+        {env.NEURON_SIM_CHIP: "trn3", env.NEURON_SIM_NUMERICS: "FAST", env.NEURON_SIM_SEED: "7"})
     assert (opts.chip, opts.numerics, opts.seed) == ("trn3", "fast", 7)
     with pytest.raises(OptionError, match="from the environment"):
         from_environment({env.NEURON_SIM_EXECUTOR: "gpu"})

@@ -12,7 +12,16 @@ import threading
 import torch
 
 from neuronsim import kernels
-from neuronsim.device import accelerator, autograd_hooks, distributed, module, op_table, settings, state, storage
+from neuronsim.device import (
+    accelerator,
+    autograd_hooks,
+    distributed,
+    module,
+    op_table,
+    settings,
+    state,
+    storage,
+)
 
 _lock = threading.Lock()
 _registered = False

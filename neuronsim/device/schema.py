@@ -128,7 +128,8 @@ def plan_op(op: torch._ops.OpOverload) -> OpPlan:
         casts_64bit=name.split(".")[0] not in _NO_64BIT_CAST and kind is not WrapperKind.VIEW,
         fast_path=fast_path,
         call=op._op,
-        tensor_args=frozenset(pos for pos, arg in enumerate(schema.arguments) if str(arg.real_type) == "Tensor"),
+        tensor_args=frozenset(pos for pos, arg in enumerate(schema.arguments)
+                              if str(arg.real_type) == "Tensor"),
     )
 
 

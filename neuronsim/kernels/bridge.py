@@ -64,7 +64,8 @@ def operand_of(t: torch.Tensor) -> Operand:
     if t.dtype is torch.int64:
         # No 64-bit dtype on the chip: an int64 tensor is its int32 words, (low, high) pairs along a
         # trailing dim of 2 (little-endian), so a kernel DMAs the low words of index tensors.
-        return Operand((*shape, 2), (*(2 * s for s in stride), 1), np.dtype(np.int32), 2 * span_of(shape, stride))
+        words = np.dtype(np.int32)
+        return Operand((*shape, 2), (*(2 * s for s in stride), 1), words, 2 * span_of(shape, stride))
     dtype = numpy_dtype(t.dtype)
     if dtype is None:
         raise TypeError(f"{t.dtype} has no NeuronCore dtype")

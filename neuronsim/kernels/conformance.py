@@ -91,7 +91,8 @@ def compare_cpu_skip(opinfo, dtype: torch.dtype) -> str | None:
             if dec is unittest.expectedFailure:
                 return "expected failure in test_compare_cpu"
             if getattr(dec, "__qualname__", "") == "skip.<locals>.decorator":
-                reason = next((c.cell_contents for c in dec.__closure__ or () if isinstance(c.cell_contents, str)),
+                cells = [c.cell_contents for c in dec.__closure__ or ()]
+                reason = next((c for c in cells if isinstance(c, str)),
                               "skipped")
                 return f"skipped by test_compare_cpu: {reason}"
     return None
@@ -166,7 +167,8 @@ def run_sample(opinfo, sample, dtype: torch.dtype, fn=None):
             fn(sample.input, *sample.args, **sample.kwargs)
         except type(cpu_error):
             return False, True, 0.0, "", f"both raise {type(cpu_error).__name__}"
-        return False, False, float("nan"), "", f"the CPU raises {type(cpu_error).__name__}, the device does not"
+        why = f"the CPU raises {type(cpu_error).__name__}, the device does not"
+        return False, False, float("nan"), "", why
     torch.neuron.clear_op_tracking()
     got = fn(sample.input, *sample.args, **sample.kwargs)
     executed = set(torch.neuron.get_executed_ops()) - TRANSFERS

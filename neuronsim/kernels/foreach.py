@@ -124,7 +124,8 @@ def lerp(dst, x, end, s, weight):
     nisa.tensor_tensor(dst=diff, data1=end, data2=x, op=A.subtract)
     w = np.float32(weight)
     if abs(w) < 0.5:
-        nisa.scalar_tensor_tensor(dst=dst, data=diff, op0=A.multiply, operand0=float(w), op1=A.add, operand1=x)
+        nisa.scalar_tensor_tensor(dst=dst, data=diff, op0=A.multiply, operand0=float(w), op1=A.add,
+                                  operand1=x)
     else:
         nisa.scalar_tensor_tensor(dst=dst, data=diff, op0=A.multiply, operand0=float(np.float32(1) - w),
                                   op1=A.subtract, operand1=end, reverse1=True)

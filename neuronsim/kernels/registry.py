@@ -191,7 +191,7 @@ def signature_key(op, args: tuple, kwargs: dict, runtime: frozenset[int] = froze
         elif isinstance(written, list | tuple):
             for a in others:
                 if isinstance(a, list | tuple) and len(a) == len(written):
-                    for x, w in zip(a, written):
+                    for x, w in zip(a, written, strict=True):
                         if isinstance(x, Tensor) and not x.is_cpu:
                             aliases.append(_alias(x, w))
                 elif isinstance(a, Tensor) and not a.is_cpu:
@@ -274,8 +274,8 @@ class Entry:
         else:
             outputs = self._outputs(inputs, index)
             scalars = runtime_scalars(self.runtime, args, kwargs) if self.runtime else None
-            operands = [inputs[r.index] if r.role == "in" else outputs[r.index] if r.role == "out" else scalars
-                        for r in self.operand_refs]
+            operands = [inputs[r.index] if r.role == "in" else outputs[r.index] if r.role == "out"
+                        else scalars for r in self.operand_refs]
             if opts.executor == "reference":
                 arrays = bind_arrays(self.program, self.hbm_slots, operands, self.fixed_arrays)
                 sim.run(self.program, arrays, self.prepared.chip, executor="reference")
@@ -473,7 +473,7 @@ def _trace_entry(native_op: NativeOp, call: Call, positions, written: int, launc
     def resolve(ref: Ref) -> Tensor:
         if ref.role == "rt":
             if scalars is None:
-                raise AssertionError(f"{op}: the kernel uses RUNTIME but the op registered no runtime arguments")
+                raise AssertionError(f"{op}: the kernel uses RUNTIME; the op registered no runtime arguments")
             return scalars
         return call.inputs[ref.index] if ref.role == "in" else call.outputs[ref.index]
 

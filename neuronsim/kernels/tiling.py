@@ -70,7 +70,8 @@ def _tiles(views) -> list[Tile] | None:
     # it stays within FREE_MAX: a permuted copy is then a few large DMAs, not one per row block.
     folded = 0
     free = n_f
-    while n_f <= FREE_MAX and folded < min(MAX_FOLDED_DIMS, len(outer)) and free * outer[-1 - folded] <= FREE_MAX:
+    foldable = min(MAX_FOLDED_DIMS, len(outer)) if n_f <= FREE_MAX else 0
+    while folded < foldable and free * outer[-1 - folded] <= FREE_MAX:
         free *= outer[-1 - folded]
         folded += 1
     looped = outer[: len(outer) - folded]

@@ -35,7 +35,8 @@ IN_PLACE = {
     "aten::_foreach_div_.ScalarList": (1, lambda a: torch._foreach_div_(a, [1.5, 2.5, 0.3, 7.0])),
     "aten::_foreach_sub_.List": (2, lambda a, b: torch._foreach_sub_(a, b, alpha=0.5)),
     "aten::_foreach_addcmul_.Scalar": (3, lambda a, b, c: torch._foreach_addcmul_(a, b, c, value=1e-3)),
-    "aten::_foreach_addcdiv_.ScalarList": (3, lambda a, b, c: torch._foreach_addcdiv_(a, b, c, [-1e-3, 2.0, 0.5, 1.0])),
+    "aten::_foreach_addcdiv_.ScalarList": (
+        3, lambda a, b, c: torch._foreach_addcdiv_(a, b, c, [-1e-3, 2.0, 0.5, 1.0])),
     "aten::_foreach_lerp_.Scalar": (2, lambda a, b: torch._foreach_lerp_(a, b, 0.1)),
     "aten::_foreach_zero_": (1, lambda a: torch._foreach_zero_(a)),
 }

@@ -73,7 +73,8 @@ def test_autograd_backward_matches_cpu(shape, dtype):
     x32 = x.float()
     _, mean, rstd = aten.native_layer_norm(x32, [c], None, None, 1e-5)
     mean, rstd = mean.to(dtype).float(), rstd.to(dtype).float()
-    grads = aten.native_layer_norm_backward(dy.float(), x32, [c], mean, rstd, w.float(), b.float(), [True] * 3)
+    grads = aten.native_layer_norm_backward(dy.float(), x32, [c], mean, rstd, w.float(), b.float(),
+                                            [True] * 3)
     leaves = [types.SimpleNamespace(grad=g) for g in grads]
     dleaves = [t.to("neuron").requires_grad_() for t in (x, w, b)]
     torch.neuron.clear_op_tracking()

@@ -38,7 +38,8 @@ def test_forward_matches_cpu_with_masked_rows(name, shape, dim, dtype):
     got = f(x.to("neuron"), dim)
     assert ran_natively(name)
     ref = f(x, dim)
-    assert_matches_cpu(got, ref, equal_nan=True, **({} if dtype == torch.float32 else {"rtol": 2**-6, "atol": 2**-7}))
+    tol = {} if dtype == torch.float32 else {"rtol": 2**-6, "atol": 2**-7}
+    assert_matches_cpu(got, ref, equal_nan=True, **tol)
     assert torch.equal(got.cpu().isnan(), ref.isnan()) and torch.equal(got.cpu().isinf(), ref.isinf())
 
 
@@ -79,7 +80,8 @@ def test_streamed_rows_load_three_times_resident_once():
         torch.softmax(x, -1)
         entry = next(e for k, e in registry.entries("aten::_softmax.default").items()
                      if not registry.is_declined(e) and (torch.float32, torch.Size([4, n]), (n, 1)) in k[2])
-        loads = [i for i in entry.program.instructions if "DMA" in i.opcode.name and i.dst.memory.name == "SBUF"]
+        loads = [i for i in entry.program.instructions
+                 if "DMA" in i.opcode.name and i.dst.memory.name == "SBUF"]
         assert len(loads) == loads_per_row
 
 
