@@ -182,6 +182,29 @@ def _run(plan: OpPlan, args: tuple, kwargs: dict, cast: bool, keep_int64: bool, 
         return result
 
 
+_META = torch.device("meta")
+
+
+def _widen_targets(plan: OpPlan, args: tuple, kwargs: dict, conv: _Conversion) -> set:
+    """The 32-bit result dtypes to widen back after a narrowed computation: those whose result
+    ATen's meta kernel gives as 64-bit for the original dtypes (``scatter(int32, int64 index)`` stays
+    int32; ``int64 + int32`` is int64). Without a meta kernel, by the narrowed inputs."""
+    def meta(a):
+        if isinstance(a, Tensor) and not a.is_cpu:
+            return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META)
+        if isinstance(a, list | tuple):
+            return type(a)(meta(x) for x in a)
+        return _META if isinstance(a, torch.device) else a
+
+    try:
+        result = plan.op(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+    except Exception:  # no meta kernel (or it rejects meta inputs)
+        promoting = conv.narrowed_dimensioned if conv.dimensioned else conv.narrowed
+        return dtype_policy.cast_back_targets(promoting, plan, args, kwargs)
+    results = result if isinstance(result, list | tuple) else (result,)
+    return {_NARROW[r.dtype] for r in results if isinstance(r, Tensor) and r.dtype in _NARROW}
+
+
 def _check_same_device(plan: OpPlan, args: tuple, kwargs: dict, index: int) -> None:
     """CPU tensors other than 0-dim scalars (and CPU index lists) cannot mix with device tensors,
     as on any accelerator; the host computation would not notice."""
@@ -223,8 +246,7 @@ def _call(plan: OpPlan, args, kwargs, conv: _Conversion, hargs, hkwargs, charge:
     else:
         bytes_out += sum(_nbytes(get_arg(args, kwargs, ref)) for ref in plan.written)
     bytes_out += sum(_nbytes(get_arg(args, kwargs, ref)) for ref in plan.outs)
-    promoting = conv.narrowed_dimensioned if conv.dimensioned else conv.narrowed
-    widen = dtype_policy.cast_back_targets(promoting, plan, args, kwargs) if conv.narrowed else ()
+    widen = _widen_targets(plan, args, kwargs, conv) if conv.narrowed else ()
     out, fresh_bytes = _results(plan, result, args, kwargs, hargs, hkwargs, index, widen)
     if charge:
         clock.clock(index).charge_fallback(

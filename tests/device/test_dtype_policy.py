@@ -95,3 +95,11 @@ def test_a_0_dim_float64_operand_does_not_widen_a_float32_result():
     f, s = torch.randn(4), torch.tensor(2.0, dtype=torch.float64)
     assert (f.to("neuron") * s.to("neuron")).dtype == (f * s).dtype == torch.float32
     assert (s.to("neuron") * s.to("neuron")).dtype == torch.float64
+
+
+def test_int64_indices_do_not_widen_an_int32_result():
+    """scatter/gather/index_add of int32 data with int64 indices stay int32 (ATen's meta rule)."""
+    x, i = torch.randint(0, 9, (4, 5), dtype=torch.int32), torch.randint(0, 4, (2, 5))
+    assert torch.scatter(x.to("neuron"), 0, i.to("neuron"), 7).dtype == torch.int32
+    assert torch.gather(x.to("neuron"), 0, i.to("neuron")).dtype == torch.int32
+    assert (torch.arange(4).to("neuron") + torch.arange(4, dtype=torch.int32).to("neuron")).dtype == torch.int64
