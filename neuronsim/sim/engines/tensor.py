@@ -228,18 +228,20 @@ def _matmul_tile(rows: int, vectors: int):
                 acc.add_incoming(ir.Constant(vec, [0.0] * lanes), entry)
             a_row = builder.gep(a0, [builder.mul(k, a_pitch)])
             b_row = builder.gep(b0, [builder.mul(k, b_pitch)])
-            xs = [builder.load(builder.bitcast(builder.gep(b_row, [ir.Constant(i64, v * lanes)]), vec.as_pointer()),
-                               align=4) for v in range(vectors)]
+            b_vecs = [builder.bitcast(builder.gep(b_row, [ir.Constant(i64, v * lanes)]), vec.as_pointer())
+                      for v in range(vectors)]
+            xs = [builder.load(ptr, align=4) for ptr in b_vecs]
             undef = ir.Constant(vec, ir.Undefined)
             splat = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
             new = []
             for r in range(rows):
                 s = builder.load(builder.gep(a_row, [ir.Constant(i64, r)]), align=4)
-                sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(i32, 0)), undef, splat)
+                one = builder.insert_element(undef, s, ir.Constant(i32, 0))
+                sv = builder.shuffle_vector(one, undef, splat)
                 new += [builder.fadd(accs[r * vectors + v], builder.fmul(sv, xs[v])) for v in range(vectors)]
             k_next = builder.add(k, ir.Constant(i64, 1))
             k.add_incoming(k_next, loop)
-            for acc, value in zip(accs, new):
+            for acc, value in zip(accs, new, strict=True):
                 acc.add_incoming(value, loop)
             builder.cbranch(builder.icmp_signed("<", k_next, k_dim), loop, done)
             builder.position_at_end(done)

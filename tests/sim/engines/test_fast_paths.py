@@ -157,7 +157,8 @@ def test_transposes(dtype, shape):
     _assert_executors_agree(b)
 
 
-@pytest.mark.parametrize("dtypes", [("float32", "float32"), ("bfloat16", "bfloat16"), ("float8_e4m3", "bfloat16")])
+@pytest.mark.parametrize("dtypes", [("float32", "float32"), ("bfloat16", "bfloat16"),
+                                    ("float8_e4m3", "bfloat16")])
 @pytest.mark.parametrize("kmn", [(128, 128, 128), (128, 128, 1), (33, 70, 90), (64, 5, 3)])
 def test_matmul_programs(dtypes, kmn):
     """nc_matmul with fp32 inputs read in place and 16-/8-bit inputs converted, accumulating onto
@@ -194,7 +195,8 @@ def test_activation_loops(func):
     b.emit(Opcode.DMA_COPY, s, [a])
     b.emit(Opcode.DMA_COPY, st, [t])
     b.emit(Opcode.ACTIVATION, y, [s, st.ap([[2, 96], [1, 1]]), st.ap([[2, 96], [1, 1]], offset=1)],
-           engine=Engine.SCALAR, dst2=r, func=ActFunc[func], bias_is_tile=True, scale_is_tile=True, reduce=True)
+           engine=Engine.SCALAR, dst2=r, func=ActFunc[func], bias_is_tile=True, scale_is_tile=True,
+           reduce=True)
     b.emit(Opcode.DMA_COPY, o, [y])
     b.emit(Opcode.DMA_COPY, orr, [r])
     _assert_executors_agree(b, seed=3)
@@ -242,11 +244,13 @@ def test_fused_vector_paths(layout):
     for op in (AluOp.add, AluOp.multiply, AluOp.maximum):
         b.emit(Opcode.TENSOR_TENSOR, dst, [x, y], engine=vec, op=op)
     for op0, op1 in ((AluOp.multiply, None), (AluOp.add, None), (AluOp.multiply, AluOp.add),
-                     (AluOp.add, AluOp.multiply), (AluOp.subtract, AluOp.multiply), (AluOp.divide, AluOp.maximum)):
+                     (AluOp.add, AluOp.multiply), (AluOp.subtract, AluOp.multiply),
+                     (AluOp.divide, AluOp.maximum)):
         imm = {"op1": op1, "operand1": 0.5} if op1 is not None else {}
-        b.emit(Opcode.TENSOR_SCALAR, dst, [x, st], engine=vec, op0=op0, operand0_is_tile=True, reverse0=True, **imm)
-    for op0, op1 in ((AluOp.multiply, AluOp.add), (AluOp.multiply, AluOp.multiply), (AluOp.subtract, AluOp.multiply),
-                     (AluOp.divide, AluOp.subtract)):
+        b.emit(Opcode.TENSOR_SCALAR, dst, [x, st], engine=vec, op0=op0, operand0_is_tile=True,
+               reverse0=True, **imm)
+    for op0, op1 in ((AluOp.multiply, AluOp.add), (AluOp.multiply, AluOp.multiply),
+                     (AluOp.subtract, AluOp.multiply), (AluOp.divide, AluOp.subtract)):
         b.emit(Opcode.SCALAR_TENSOR_TENSOR, dst, [x, st, y], engine=vec, op0=op0, operand0_is_tile=True,
                op1=op1, reverse1=True)
     b.emit(Opcode.DMA_COPY, o, [s])
