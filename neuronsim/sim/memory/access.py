@@ -103,7 +103,8 @@ def _typed_pointer(name: str, nbtype, llvm_type):
 def _memcpy(typingctx, dst_addr, src_addr, nbytes):
     """``memcpy`` between byte addresses (the ranges must not overlap)."""
     def codegen(context, builder, signature, args):
-        dst, src, n = (context.cast(builder, a, t, types.int64) for a, t in zip(args, signature.args, strict=True))
+        dst, src, n = (context.cast(builder, a, t, types.int64)
+                       for a, t in zip(args, signature.args, strict=True))
         i8p = ir.IntType(8).as_pointer()
         cgutils.raw_memcpy(builder, builder.inttoptr(dst, i8p), builder.inttoptr(src, i8p), n, 1)
         return context.get_dummy_value()
