@@ -159,8 +159,11 @@ class _Decline(Exception):
 
 
 def _runtime_key(a):
-    """A runtime argument's part of the key: its kind and length, not its values."""
-    return ("rt", len(a)) if isinstance(a, list | tuple) else ("rt",)
+    """A runtime argument's part of the key: its kind, length and Python types, not its values
+    (a planner that takes floats must not run a later call's bool)."""
+    if isinstance(a, list | tuple):
+        return ("rt", len(a), tuple(sorted({type(x).__name__ for x in a})))
+    return ("rt", type(a).__name__)
 
 
 def signature_key(op, args: tuple, kwargs: dict, runtime: frozenset[int] = frozenset()) -> tuple:

@@ -167,3 +167,17 @@ def test_foreach_optimizers_step_natively_and_match_cpu(name):
     assert not any(op.startswith("aten::_foreach") for op in torch.neuron.get_fallback_ops())
     for d, c in zip(params["neuron"], params["cpu"], strict=True):
         torch.testing.assert_close(d.detach().cpu(), c.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_runtime_scalar_of_another_type_is_another_signature():
+    a = on_device(tensors(torch.float32))
+    torch._foreach_sub_(a, 2.0)
+    with pytest.raises(RuntimeError, match="bool tensor is not supported"):
+        torch._foreach_sub(a, True)  # the float kernel must not take it: ATen-CPU raises
+
+
+def test_bf16_alpha_rounds_the_scaled_operand_as_aten():
+    a, b = tensors(torch.bfloat16, seed=7), tensors(torch.bfloat16, seed=8)
+    got = torch._foreach_sub(on_device(a), on_device(b), alpha=3.14)
+    assert ran_natively("aten::_foreach_sub.List")
+    assert_lists_match(got, torch._foreach_sub(a, b, alpha=3.14), torch.bfloat16)
