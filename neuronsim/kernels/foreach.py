@@ -107,10 +107,6 @@ def scalar_op(dst, x, s, op):  # x op s
 def list_op(dst, x, y, s, op, alpha=1.0):  # x op (alpha * y)
     if alpha == 1.0:
         nisa.tensor_tensor(dst=dst, data1=x, data2=y, op=op)
-    elif dst.dtype != F32:  # ATen rounds alpha * y to the 16-bit dtype before the add
-        scaled = nl.ndarray(dst.shape, dtype=dst.dtype, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=scaled, data=y, op0=A.multiply, operand0=alpha)
-        nisa.tensor_tensor(dst=dst, data1=x, data2=scaled, op=op)
     else:
         nisa.scalar_tensor_tensor(dst=dst, data=y, op0=A.multiply, operand0=alpha, op1=op, operand1=x,
                                   reverse1=True)

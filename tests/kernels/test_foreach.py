@@ -175,9 +175,3 @@ def test_a_runtime_scalar_of_another_type_is_another_signature():
     with pytest.raises(RuntimeError, match="bool tensor is not supported"):
         torch._foreach_sub(a, True)  # the float kernel must not take it: ATen-CPU raises
 
-
-def test_bf16_alpha_rounds_the_scaled_operand_as_aten():
-    a, b = tensors(torch.bfloat16, seed=7), tensors(torch.bfloat16, seed=8)
-    got = torch._foreach_sub(on_device(a), on_device(b), alpha=3.14)
-    assert ran_natively("aten::_foreach_sub.List")
-    assert_lists_match(got, torch._foreach_sub(a, b, alpha=3.14), torch.bfloat16)
