@@ -169,15 +169,13 @@ def _run(plan: OpPlan, args: tuple, kwargs: dict, cast: bool, keep_int64: bool, 
         _check_same_device(plan, args, kwargs, conv.index)
     try:
         return _call(plan, args, kwargs, conv, hargs, hkwargs, charge)
-    except (RuntimeError, TypeError, IndexError) as exc:
+    except (RuntimeError, TypeError, IndexError):
         if torch.int64 not in conv.narrowed or keep_int64:
             raise
         # Some host kernels insist on int64 indices (gather, nll_loss targets); index values are
-        # the same in 32 bits, so rerun keeping them and remember the op.
-        try:
-            result = _run(plan, args, kwargs, cast, True, charge)
-        except (RuntimeError, TypeError, IndexError):
-            raise exc from None
+        # the same in 32 bits, so rerun keeping them and remember the op. If the rerun fails too,
+        # its error is the one the user's dtypes give (an out-of-range target, not "expected Long").
+        result = _run(plan, args, kwargs, cast, True, charge)
         dtype_policy.learn_needs_int64(plan.name)
         return result
 

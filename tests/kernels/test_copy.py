@@ -20,7 +20,7 @@ def test_contiguous_of_transposes_and_permutes():
 
 def test_attention_head_permutes_are_a_few_large_dmas():
     """[B, T, H, D] <-> [B, H, T, D]: outer dims fold into each DMA's access pattern."""
-    x = torch.randn(4, 16, 4, 16)
+    x = torch.randn(3, 16, 5, 16)  # a shape no other test copies: its signatures are traced here
     d = x.to("neuron")
     cache = registry.entries("aten::copy_.default")
     before = set(cache)
@@ -31,7 +31,7 @@ def test_attention_head_permutes_are_a_few_large_dmas():
     assert new and not any(registry.is_declined(e) for e in new)
     for entry in new:
         dmas = [i for i in entry.program.instructions if "DMA" in i.opcode.name]
-        assert len(dmas) == 1  # 16 partitions x (B, H, D) = 256 elements each: one 16 KiB transfer
+        assert len(dmas) == 1  # 16 partitions x (B, H, D) = 240 elements each: one 15 KiB transfer
 
 
 @pytest.mark.parametrize("src,dst", [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),
