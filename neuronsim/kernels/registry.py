@@ -166,11 +166,11 @@ def _runtime_key(a):
     return ("rt", type(a).__name__)
 
 
-def signature_key(op, args: tuple, kwargs: dict, runtime: frozenset[int] = frozenset()) -> tuple:
+def signature_key(op, args: tuple, kwargs: dict, runtime: frozenset = frozenset()) -> tuple:
     """(op, per-argument keys, keyword keys, the aliasing of a written ``self``).
 
-    Arguments at the positions in ``runtime`` enter by kind only (their values reach the kernel
-    per call). Raises :class:`_Decline` for calls no kernel takes. Each written operand of an
+    Arguments whose position (or, passed by keyword, name) is in ``runtime`` enter by kind only
+    (their values reach the kernel per call). Raises :class:`_Decline` for calls no kernel takes. Each written operand of an
     in-place op is either the same view as an input (that input is the output) or disjoint from
     it; anything else declines, as a kernel reading and writing overlapping different views would
     be order-dependent. A written list (``_foreach_*_``) is checked element by element against the
