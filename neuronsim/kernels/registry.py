@@ -172,8 +172,8 @@ def signature_key(op, args: tuple, kwargs: dict, runtime: frozenset = frozenset(
     Arguments whose position (or, passed by keyword, name) is in ``runtime`` enter by kind only
     (their values reach the kernel per call). Raises :class:`_Decline` for calls no kernel takes.
     Each written operand of an in-place op is either the same view as an input (that input is the
-    output) or disjoint from it; anything else declines, as a kernel reading and writing overlapping different views would
-    be order-dependent. A written list (``_foreach_*_``) is checked element by element against the
+    output) or disjoint from it; anything else declines, as a kernel reading and writing
+    overlapping different views would be order-dependent. A written list (``_foreach_*_``) is checked element by element against the
     same element of the other lists, as ATen's multi-tensor kernels pair them.
     """
     if runtime:
