@@ -173,8 +173,9 @@ def signature_key(op, args: tuple, kwargs: dict, runtime: frozenset = frozenset(
     (their values reach the kernel per call). Raises :class:`_Decline` for calls no kernel takes.
     Each written operand of an in-place op is either the same view as an input (that input is the
     output) or disjoint from it; anything else declines, as a kernel reading and writing
-    overlapping different views would be order-dependent. A written list (``_foreach_*_``) is checked element by element against the
-    same element of the other lists, as ATen's multi-tensor kernels pair them.
+    overlapping different views would be order-dependent. A written list (``_foreach_*_``) is
+    checked element by element against the same element of the other lists, as ATen's
+    multi-tensor kernels pair them.
     """
     if runtime:
         key = [op, tuple(_runtime_key(a) if i in runtime else _arg_key(a) for i, a in enumerate(args))]
