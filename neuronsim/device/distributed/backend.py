@@ -137,9 +137,16 @@ class NeuronWork(dist.Work):
                         f.value()  # raises the work's error
             except RuntimeError as exc:  # gloo: a peer closed the connection or the wait timed out
                 self._error = self._fail(exc)
+                self._release()
                 raise self._error from exc
             self._finish()
             self._done = True
+            self._release()
+
+    def _release(self) -> None:
+        # Drop what reaches the process group: a future's callback ends on gloo's thread, and if the
+        # last reference to the group went with it, its destructor would join that very thread.
+        self._works, self._finish, self._fail = [], None, None
 
     def wait(self, timeout: datetime.timedelta | None = None) -> bool:
         self._complete()
