@@ -289,52 +289,41 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return NeuronWork(works, outputs, finish, self._fail(collective, issued))
 
     # ---- collectives ----------------------------------------------------------------------------
-    def allreduce(self, tensors, opts=None):
-        opts = opts or dist.AllreduceOptions()
+    def _in_place(self, collective: str, tensors, call):
+        """A collective gloo runs on the tensors' own host views (written back when it finishes)."""
         s = _Staging()
         hosts = s.hosts(tensors, output=True)
-        return self._run(
-            "all_reduce",
-            tensors,
-            _nbytes(tensors),
-            lambda: [self._gloo.allreduce(hosts, opts)],
-            list(tensors),
-            s,
-        )
+        return self._run(collective, tensors, _nbytes(tensors), lambda: [call(hosts)], list(tensors), s)
+
+    def _single(self, collective: str, output, input, nbytes: int, call):
+        """A collective from one input tensor into one output tensor."""
+        s = _Staging()
+        out, inp = s.host(output, output=True), s.host(input)
+        return self._run(collective, [input], nbytes, lambda: [call(out, inp)], [output], s)
+
+    def _coalesced(self, collective: str, outputs, inputs, nbytes: int, call):
+        """``_single`` over pairs of outputs and inputs, as one collective."""
+        s = _Staging()
+        outs, ins = s.hosts(outputs, output=True), s.hosts(inputs)
+        return self._run(collective, inputs, nbytes,
+                         lambda: [call(o, i) for o, i in zip(outs, ins, strict=True)], list(outputs), s)
+
+    def allreduce(self, tensors, opts=None):
+        opts = opts or dist.AllreduceOptions()
+        return self._in_place("all_reduce", tensors, lambda hosts: self._gloo.allreduce(hosts, opts))
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or dist.AllreduceCoalescedOptions()
-        s = _Staging()
-        hosts = s.hosts(tensors, output=True)
-        return self._run(
-            "all_reduce",
-            tensors,
-            _nbytes(tensors),
-            lambda: [self._gloo.allreduce_coalesced(hosts, opts)],
-            list(tensors),
-            s,
-        )
+        return self._in_place("all_reduce", tensors,
+                              lambda hosts: self._gloo.allreduce_coalesced(hosts, opts))
 
     def broadcast(self, tensors, opts=None):
         opts = opts or dist.BroadcastOptions()
-        s = _Staging()
-        hosts = s.hosts(tensors, output=True)
-        return self._run(
-            "broadcast",
-            tensors,
-            _nbytes(tensors),
-            lambda: [self._gloo.broadcast(hosts, opts)],
-            list(tensors),
-            s,
-        )
+        return self._in_place("broadcast", tensors, lambda hosts: self._gloo.broadcast(hosts, opts))
 
     def reduce(self, tensors, opts=None):
         opts = opts or dist.ReduceOptions()
-        s = _Staging()
-        hosts = s.hosts(tensors, output=True)
-        return self._run(
-            "reduce", tensors, _nbytes(tensors), lambda: [self._gloo.reduce(hosts, opts)], list(tensors), s
-        )
+        return self._in_place("reduce", tensors, lambda hosts: self._gloo.reduce(hosts, opts))
 
     def allgather(self, output_lists, inputs, opts=None):
         opts = opts or dist.AllgatherOptions()
@@ -351,61 +340,29 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def _allgather_base(self, output, input, opts=None):
         opts = opts or dist.AllgatherOptions()
-        s = _Staging()
-        out, inp = s.host(output, output=True), s.host(input)
-        return self._run(
-            "all_gather",
-            [input],
-            _nbytes(output),
-            lambda: [self._gloo._allgather_base(out, inp, opts)],
-            [output],
-            s,
-        )
+        return self._single("all_gather", output, input, _nbytes(output),
+                            lambda o, i: self._gloo._allgather_base(o, i, opts))
 
     all_gather_single = _allgather_base  # torch 2.13 sends all_gather_into_tensor here
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         opts = opts or dist.AllgatherOptions()
-        s = _Staging()
-        outs, ins = s.hosts(outputs, output=True), s.hosts(inputs)
-        return self._run(
-            "all_gather",
-            inputs,
-            _nbytes(outputs),
-            lambda: [self._gloo._allgather_base(o, i, opts) for o, i in zip(outs, ins, strict=True)],
-            list(outputs),
-            s,
-        )
+        return self._coalesced("all_gather", outputs, inputs, _nbytes(outputs),
+                               lambda o, i: self._gloo._allgather_base(o, i, opts))
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
     def _reduce_scatter_base(self, output, input, opts=None):
         opts = opts or dist.ReduceScatterOptions()
-        s = _Staging()
-        out, inp = s.host(output, output=True), s.host(input)
-        return self._run(
-            "reduce_scatter",
-            [input],
-            _nbytes(input),
-            lambda: [self._gloo._reduce_scatter_base(out, inp, opts)],
-            [output],
-            s,
-        )
+        return self._single("reduce_scatter", output, input, _nbytes(input),
+                            lambda o, i: self._gloo._reduce_scatter_base(o, i, opts))
 
     reduce_scatter_single = _reduce_scatter_base  # torch 2.13 sends reduce_scatter_tensor here
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         opts = opts or dist.ReduceScatterOptions()
-        s = _Staging()
-        outs, ins = s.hosts(outputs, output=True), s.hosts(inputs)
-        return self._run(
-            "reduce_scatter",
-            inputs,
-            _nbytes(inputs),
-            lambda: [self._gloo._reduce_scatter_base(o, i, opts) for o, i in zip(outs, ins, strict=True)],
-            list(outputs),
-            s,
-        )
+        return self._coalesced("reduce_scatter", outputs, inputs, _nbytes(inputs),
+                               lambda o, i: self._gloo._reduce_scatter_base(o, i, opts))
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
@@ -431,16 +388,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         opts = opts or dist.AllToAllOptions()
-        s = _Staging()
-        out, inp = s.host(output, output=True), s.host(input)
-        return self._run(
-            "all_to_all",
-            [input],
-            _nbytes(input),
-            lambda: [self._gloo.alltoall_base(out, inp, output_split_sizes, input_split_sizes, opts)],
-            [output],
-            s,
-        )
+        splits = (output_split_sizes, input_split_sizes)
+        return self._single("all_to_all", output, input, _nbytes(input),
+                            lambda o, i: self._gloo.alltoall_base(o, i, *splits, opts))
 
     def alltoall(self, outputs, inputs, opts=None):
         """The list form, equal splits: stacked into one buffer for gloo's single-tensor form."""
