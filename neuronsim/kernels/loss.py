@@ -121,16 +121,21 @@ def _row_tiles(n):
     return [(r0, min(P, n - r0)) for r0 in range(0, n, P)]
 
 
+def _walk(x, target, weight, wide):
+    """(rows of ``x``, target words, the class weight or None, row tiles, class chunks, class
+    iota): what the forward and backward kernels walk."""
+    rows, words = _Rows(x), IndexWords(target, wide)
+    tiles, chunks = _row_tiles(rows.n), _classes(rows.c)
+    if len(tiles) * len(chunks) > MAX_STEPS or words.count != rows.n:
+        raise Declined("too many steps")
+    return rows, words, weight[0] if weight else None, tiles, chunks, _class_iota(min(P, rows.n), rows.c)
+
+
 # ---------------------------------------------------------------- forward
 
 
 def nll_forward(out, total_weight, x, target, *weight, wide, reduction, ignore_index):
-    rows, words = _Rows(x), IndexWords(target, wide)
-    weight = weight[0] if weight else None
-    tiles, chunks = _row_tiles(rows.n), _classes(rows.c)
-    if len(tiles) * len(chunks) > MAX_STEPS or words.count != rows.n:
-        raise Declined("too many steps")
-    iota = _class_iota(min(P, rows.n), rows.c)
+    rows, words, weight, tiles, chunks, iota = _walk(x, target, weight, wide)
     if reduction != "none":
         ones = nl.ones((min(P, rows.n), 1), dtype=F32, buffer=nl.sbuf)
         sums = nl.ndarray((1, 2), dtype=F32, buffer=nl.psum)  # (sum of -x[t] * w[t], sum of w[t])
@@ -183,12 +188,7 @@ def nll_forward(out, total_weight, x, target, *weight, wide, reduction, ignore_i
 
 def nll_backward(grad_in, grad_out, target, total_weight, *weight, wide, reduction, ignore_index):
     """``grad_in[n, t] = w[t] * -(g / total_weight)`` (mean) or ``w[t] * -g``, ATen's order; 0 elsewhere."""
-    rows, words = _Rows(grad_in), IndexWords(target, wide)
-    weight = weight[0] if weight else None
-    tiles, chunks = _row_tiles(rows.n), _classes(rows.c)
-    if len(tiles) * len(chunks) > MAX_STEPS or words.count != rows.n:
-        raise Declined("too many steps")
-    iota = _class_iota(min(P, rows.n), rows.c)
+    rows, words, weight, tiles, chunks, iota = _walk(grad_in, target, weight, wide)
     for r0, p in tiles:
         target_col, _ = _targets(words, r0, p, ignore_index)
         picker = _Picker(iota, target_col, p)
