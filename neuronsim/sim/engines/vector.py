@@ -461,7 +461,8 @@ def _fused_tt_f32(op, a, b, o):
 
 
 @njit(cache=True, inline="always")
-def _ts_step(op, x, s, reverse):
+def _alu_step(op, x, s, reverse):
+    """``x op s`` (``s op x`` reversed) in fp32; the common ops without the ALU dispatch."""
     if op == _ADD:
         return x + s
     if op == _MUL:
@@ -486,7 +487,7 @@ def _fused_ts_f32(a, o, op0, s0, rev0, op1, s1, rev1):
                     d[j] = _f32_bits(x[j] + sp)
             else:
                 for j in range(n):
-                    d[j] = _f32_bits(_ts_step(op0, x[j], sp, rev0))
+                    d[j] = _f32_bits(_alu_step(op0, x[j], sp, rev0))
         elif op0 == _MUL and op1 == _ADD and not rev0 and not rev1:  # scale and bias, the common pair
             for j in range(n):
                 d[j] = _f32_bits(x[j] * sp + tp)
@@ -498,18 +499,7 @@ def _fused_ts_f32(a, o, op0, s0, rev0, op1, s1, rev1):
                 d[j] = _f32_bits((x[j] - sp) * tp)
         else:
             for j in range(n):
-                d[j] = _f32_bits(_ts_step(op1, _ts_step(op0, x[j], sp, rev0), tp, rev1))
-
-
-@njit(cache=True, inline="always")
-def _tt_step(op, x, y, reverse):
-    if op == _ADD:
-        return x + y
-    if op == _MUL:
-        return x * y
-    if op == _SUB and not reverse:
-        return x - y
-    return alu_f32(op, y, x) if reverse else alu_f32(op, x, y)
+                d[j] = _f32_bits(_alu_step(op1, _alu_step(op0, x[j], sp, rev0), tp, rev1))
 
 
 @njit(cache=True)
@@ -530,7 +520,7 @@ def _fused_stt_f32(a, b, o, op0, s0, rev0, op1, rev1):
                 d[j] = _f32_bits((x[j] - sp) * y[j])
         else:
             for j in range(n):
-                d[j] = _f32_bits(_tt_step(op1, _ts_step(op0, x[j], sp, rev0), y[j], rev1))
+                d[j] = _f32_bits(_alu_step(op1, _alu_step(op0, x[j], sp, rev0), y[j], rev1))
 
 
 # ---------------------------------------------------------------- tensor_tensor
