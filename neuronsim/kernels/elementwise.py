@@ -284,7 +284,7 @@ def _launch(call: Call, compute, n_inputs: int | None = None, **params) -> Launc
     return Launch(elementwise, (OUT(0), *(IN(i) for i in range(n))), {"compute": compute, "params": params})
 
 
-def _names(bases, overloads=("default",), inplace=True) -> list[str]:
+def op_names(bases, overloads=("default",), inplace=True) -> list[str]:
     """The ATen op names among ``base[_].overload`` that exist."""
     found = []
     for base in bases:
@@ -326,7 +326,7 @@ _UNARY = {  # base -> (compute, params)
 }
 
 
-@native(*_names(k for k in _UNARY if k not in ("neg", "abs")))  # neg, abs: see plan_neg_abs
+@native(*op_names(k for k in _UNARY if k not in ("neg", "abs")))  # neg, abs: see plan_neg_abs
 def plan_unary(call: Call) -> Launch | None:
     if not _floats(call) or len(call.inputs) != 1:
         return None
@@ -334,7 +334,7 @@ def plan_unary(call: Call) -> Launch | None:
     return _launch(call, compute, **params)
 
 
-@native(*_names(["gelu"]))
+@native(*op_names(["gelu"]))
 def plan_gelu(call: Call) -> Launch | None:
     if not _floats(call):
         return None
@@ -353,7 +353,7 @@ def plan_softplus(call: Call) -> Launch | None:
     return _launch(call, act_then, func=ActFunc.softplus, scale=float(beta), op=A.divide, value=float(beta))
 
 
-@native(*_names(["leaky_relu"]))
+@native(*op_names(["leaky_relu"]))
 def plan_leaky_relu(call: Call) -> Launch | None:
     slope = _scalar(call.arg(1, "negative_slope", 0.01))
     if not _floats(call) or slope is None:
@@ -361,7 +361,7 @@ def plan_leaky_relu(call: Call) -> Launch | None:
     return _launch(call, leaky_relu, slope=float(slope))
 
 
-@native(*_names(["elu"]))
+@native(*op_names(["elu"]))
 def plan_elu(call: Call) -> Launch | None:
     alpha, scale, in_scale = (_scalar(call.arg(i, n, 1)) for i, n in
                               ((1, "alpha"), (2, "scale"), (3, "input_scale")))
@@ -370,7 +370,7 @@ def plan_elu(call: Call) -> Launch | None:
     return _launch(call, elu, alpha=float(alpha), scale=float(scale), input_scale=float(in_scale))
 
 
-@native(*_names(["threshold"]))
+@native(*op_names(["threshold"]))
 def plan_threshold(call: Call) -> Launch | None:
     th, value = _scalar(call.arg(1, "threshold")), _scalar(call.arg(2, "value"))
     if not _floats(call) or th is None or value is None:
@@ -379,7 +379,7 @@ def plan_threshold(call: Call) -> Launch | None:
     return _launch(call, threshold, th=_as_dtype(th, dtype), value=float(value))
 
 
-@native(*_names(["hardtanh"]), *_names(["clamp", "clamp_min", "clamp_max"]))
+@native(*op_names(["hardtanh"]), *op_names(["clamp", "clamp_min", "clamp_max"]))
 def plan_clamp_scalar(call: Call) -> Launch | None:
     base = _base(call).rstrip("_")
     dtype = call.inputs[0].dtype
@@ -410,7 +410,7 @@ def plan_clamp_scalar(call: Call) -> Launch | None:
     return _launch(call, alu, op0=op0, v0=v0, op1=op1, v1=v1)
 
 
-@native(*_names(["clamp", "clamp_min", "clamp_max"], ("Tensor",)))
+@native(*op_names(["clamp", "clamp_min", "clamp_max"], ("Tensor",)))
 def plan_clamp_tensor(call: Call) -> Launch | None:
     if not _floats(call) or len({t.dtype for t in call.inputs}) != 1:
         return None
@@ -478,7 +478,7 @@ def _other(call: Call):
     return None, _scalar(other)
 
 
-@native(*(n for n in _names(_ARITH, ("Tensor", "Scalar", "Tensor_Tensor", "Tensor_Scalar", "default"))
+@native(*(n for n in op_names(_ARITH, ("Tensor", "Scalar", "Tensor_Tensor", "Tensor_Scalar", "default"))
           if n != "aten::pow.Scalar"))  # pow.Scalar's base is the scalar
 def plan_arith(call: Call) -> Launch | None:
     base = _base(call).rstrip("_")
@@ -535,7 +535,7 @@ def _plan_int_arith(call, base, op, tensor, value, alpha) -> Launch | None:
     return _launch(call, int_binary, op=op, alpha=alpha)
 
 
-@native(*_names(_COMPARE, ("Tensor", "Scalar")), *_names(_LOGICAL))
+@native(*op_names(_COMPARE, ("Tensor", "Scalar")), *op_names(_LOGICAL))
 def plan_compare(call: Call) -> Launch | None:
     base = _base(call).rstrip("_")
     op = _COMPARE.get(base) or _LOGICAL[base]
@@ -571,7 +571,7 @@ def plan_logical_not(call: Call) -> Launch | None:
     return _launch(call, alu, op0=A.equal, v0=0.0)
 
 
-@native(*_names(_BITWISE, ("Tensor", "Scalar")))
+@native(*op_names(_BITWISE, ("Tensor", "Scalar")))
 def plan_bitwise(call: Call) -> Launch | None:
     op = _BITWISE[_base(call).rstrip("_")]
     tensor, value = _other(call)

@@ -22,7 +22,7 @@ import numpy as np
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels.bridge import FLOAT_DTYPES
-from neuronsim.kernels.elementwise import tile_loop
+from neuronsim.kernels.elementwise import op_names, tile_loop
 from neuronsim.kernels.registry import IN, OUT, RUNTIME, Call, Launch, native
 from neuronsim.kernels.tiling import PARTITIONS, elementwise_tiles
 from neuronsim.sim.ir import ActFunc, AluOp
@@ -145,16 +145,9 @@ def zero(dst, s):
 _ARITH = {"add": A.add, "sub": A.subtract, "mul": A.multiply, "div": A.divide}
 
 
-def _names(base_ops, overload, inplace_only=False):
-    import torch
-
-    names = []
-    for base in base_ops:
-        for b in (f"_foreach_{base}_",) if inplace_only else (f"_foreach_{base}_", f"_foreach_{base}"):
-            packet = getattr(torch.ops.aten, b, None)
-            if packet is not None and overload in packet.overloads():
-                names.append(f"aten::{b}.{overload}")
-    return names
+def _names(base_ops, overload):
+    """``aten::_foreach_{base}.{overload}`` and its in-place form, where they exist."""
+    return op_names((f"_foreach_{b}" for b in base_ops), (overload,))
 
 
 def _base(call: Call) -> str:
