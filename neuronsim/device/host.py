@@ -39,8 +39,7 @@ def number_as_tensor(value) -> Tensor:
 class _Conversion:
     """Turns device arguments into host arguments, noting what the call reads."""
 
-    __slots__ = ("index", "bytes_in", "signature", "cast", "keep_int64", "narrowed", "host_tensors",
-                 "narrowed_dimensioned", "dimensioned")
+    __slots__ = ("index", "bytes_in", "signature", "cast", "keep_int64", "narrowed", "host_tensors")
 
     def __init__(self, cast: bool, keep_int64: bool):
         self.index = None
@@ -49,10 +48,6 @@ class _Conversion:
         self.cast = cast
         self.keep_int64 = keep_int64
         self.narrowed: set = set()
-        # Type promotion: 0-dim tensors do not raise a dimensioned operand's dtype, so a narrowed
-        # 0-dim float64 (pinv's rtol) must not widen a float32 result.
-        self.narrowed_dimensioned: set = set()
-        self.dimensioned = False
         self.host_tensors = False
 
     def __call__(self, a):
@@ -65,13 +60,9 @@ class _Conversion:
                 self.index = a.get_device()
             self.bytes_in += a.nbytes
             self.signature.append((a.dtype, a.shape))
-            if a.dim():
-                self.dimensioned = True
             h = host_view(a)
             if self.cast and a.dtype in _NARROW and not (self.keep_int64 and a.dtype is torch.int64):
                 self.narrowed.add(a.dtype)
-                if a.dim():
-                    self.narrowed_dimensioned.add(a.dtype)
                 return h.to(_NARROW[a.dtype])
             return h
         if isinstance(a, list | tuple):
@@ -81,7 +72,6 @@ class _Conversion:
         if self.cast and isinstance(a, torch.dtype) and a in _NARROW:
             if not (self.keep_int64 and a is torch.int64):
                 self.narrowed.add(a)
-                self.narrowed_dimensioned.add(a)  # a requested dtype is the result's
                 return _NARROW[a]
         return a
 
@@ -186,7 +176,8 @@ _META = torch.device("meta")
 def _widen_targets(plan: OpPlan, args: tuple, kwargs: dict, conv: _Conversion) -> set:
     """The 32-bit result dtypes to widen back after a narrowed computation: those whose result
     ATen's meta kernel gives as 64-bit for the original dtypes (``scatter(int32, int64 index)`` stays
-    int32; ``int64 + int32`` is int64). Without a meta kernel, by the narrowed inputs."""
+    int32; ``int64 + int32`` is int64; a 0-dim float64 leaves a float32 result float32). Without a
+    meta kernel, every narrowed dtype."""
     def meta(a):
         if isinstance(a, Tensor) and not a.is_cpu:
             return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META)
@@ -196,9 +187,8 @@ def _widen_targets(plan: OpPlan, args: tuple, kwargs: dict, conv: _Conversion) -
 
     try:
         result = plan.op(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
-    except Exception:  # no meta kernel (or it rejects meta inputs)
-        promoting = conv.narrowed_dimensioned if conv.dimensioned else conv.narrowed
-        return dtype_policy.cast_back_targets(promoting, plan, args, kwargs)
+    except Exception:  # no meta kernel (or it rejects meta inputs): every narrowed dtype
+        return dtype_policy.cast_back_targets(conv.narrowed, plan, args, kwargs)
     results = result if isinstance(result, list | tuple) else (result,)
     return {_NARROW[r.dtype] for r in results if isinstance(r, Tensor) and r.dtype in _NARROW}
 
