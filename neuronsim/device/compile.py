@@ -11,6 +11,11 @@ TorchNeuron's rules (shared/reference/torchneuron-api.md §1.7-1.8): static shap
 (``dynamic=True`` is rejected; a new shape recompiles, so automatic dynamic shapes are turned off
 once this backend is used), modes other than ``"default"`` warn and run as default, and
 ``options={"model_name": ...}`` names the graphs in ``torch.neuron.get_dynamo_metrics()``.
+CPU tensors among a compiled graph's inputs are copied to the device at each call (an error
+instead with ``TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1``); the results stay on the device
+unless ``TORCH_NEURONX_RETAIN_DEVICE_MODE=1`` returns them to the inputs' device. For a module on
+the device called with a CPU batch, Dynamo's fake-tensor propagation must accept the mixed
+devices first: registration sets ``fake_tensor_prefer_device_type`` so it resolves them to ``neuron``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import functools
 import hashlib
 import itertools
 import operator
+import os
 import time
 import warnings
 
@@ -60,11 +66,58 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = 
     options = dict(options or {})
     model_name = str(options.pop("model_name", "model_default"))
     _reject_dynamic_shapes(example_inputs)
+    on_cpu = _cpu_inputs(example_inputs)
+    if on_cpu:
+        example_inputs = [_to_device(x) if i in on_cpu else x for i, x in enumerate(example_inputs)]
     aot_id = next(_graph_ids)
     compilers = {kind: functools.partial(_compile_graph, model_name=model_name, aot_id=aot_id, kind=kind)
                  for kind in ("fwd", "bwd", "inference")}
-    return aot_autograd(fw_compiler=compilers["fwd"], bw_compiler=compilers["bwd"],
-                        inference_compiler=compilers["inference"])(gm, example_inputs)
+    compiled = aot_autograd(fw_compiler=compilers["fwd"], bw_compiler=compilers["bwd"],
+                            inference_compiler=compilers["inference"])(gm, example_inputs)
+    return _copying_cpu_inputs(compiled, on_cpu) if on_cpu else compiled
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _cpu_inputs(example_inputs) -> frozenset[int]:
+    on_cpu = frozenset(i for i, x in enumerate(example_inputs)
+                       if isinstance(x, torch.Tensor) and x.device.type == "cpu")
+    if on_cpu and _env_flag("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY"):
+        i = min(on_cpu)
+        raise RuntimeError(
+            f"Input tensor at index {i} is on cpu device, but the neuron backend expects every input "
+            "on the neuron device (TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1 turns off copying CPU "
+            "inputs to the device). Move it with .to('neuron') or unset the variable.")
+    return on_cpu
+
+
+def _to_device(example):
+    """The example input as the device will see it (Dynamo passes real tensors or fake ones)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(example, FakeTensor):
+        with example.fake_mode:
+            return example.to("neuron")
+    with torch.no_grad():
+        return example.to("neuron").requires_grad_(example.requires_grad)
+
+
+def _copying_cpu_inputs(compiled, on_cpu: frozenset[int]):
+    """Wrap a compiled graph so its CPU inputs are copied to the device at each call (as a
+    differentiable copy, so gradients reach CPU leaves)."""
+    retain = _env_flag("TORCH_NEURONX_RETAIN_DEVICE_MODE")
+
+    def run(*args):
+        args = [a.to("neuron") if i in on_cpu else a for i, a in enumerate(args)]
+        out = compiled(*args)
+        if not retain:
+            return out
+        return [o.cpu() if isinstance(o, torch.Tensor) and o.device.type == "neuron" else o
+                for o in out]
+
+    return run
 
 
 def _reject_dynamic_shapes(example_inputs) -> None:

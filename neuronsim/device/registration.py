@@ -70,6 +70,15 @@ def _install_profiler_lane() -> None:
                             chip_name=lambda: settings.chip().name, device=index)
 
 
+def _prefer_device_in_fake_propagation() -> None:
+    """``torch.compile`` of a model on the device fed a CPU batch: Dynamo's fake propagation would
+    raise a device mismatch before the backend sees the graph; resolved to ``neuron`` it traces,
+    and the backend copies the CPU inputs over (neuronsim/device/compile.py)."""
+    import torch._functorch.config
+
+    torch._functorch.config.fake_tensor_prefer_device_type = state.DEVICE_TYPE
+
+
 def register() -> None:
     """Idempotent. Raises if another backend (e.g. a real TorchNeuron) already owns PrivateUse1."""
     global _registered
@@ -96,5 +105,6 @@ def register() -> None:
             autograd_hooks.install()
             kernels.install()  # native ops; their NKI kernels load at each family's first call
             distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
+            _prefer_device_in_fake_propagation()
             _install_profiler_lane()
         _registered = True

@@ -104,6 +104,50 @@ def test_other_modes_warn_and_run_as_default():
     assert out[0].device.type == "neuron"
 
 
+def test_cpu_inputs_are_copied_to_the_device_and_results_stay_there():
+    torch.manual_seed(2)
+    x, y = torch.randn(40, 24), torch.randn(24)
+    got = torch.compile(chain, backend="neuron")(x, y)
+    assert all(g.device.type == "neuron" for g in got)
+    assert any("region" in op for op in torch.neuron.get_executed_ops())  # it ran on the device
+    for g, e in zip(got, chain(x, y), strict=True):
+        torch.testing.assert_close(g.cpu(), e)
+
+
+def test_a_device_module_trains_on_a_cpu_batch_and_cpu_leaves_get_their_gradients():
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    reference = __import__("copy").deepcopy(model)
+    model.to("neuron")
+    x = torch.randn(8, 16, requires_grad=True)  # a CPU leaf: its gradient comes back to the CPU
+    out = torch.compile(model, backend="neuron")(x)
+    assert out.device.type == "neuron"
+    out.square().sum().backward()
+    x_ref = x.detach().clone().requires_grad_()
+    reference(x_ref).square().sum().backward()
+    torch.testing.assert_close(out.cpu(), reference(x_ref).detach(), rtol=1e-5, atol=1e-6)
+    assert x.grad is not None and x.grad.device.type == "cpu"
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        assert p.grad.device.type == "neuron"
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_autocopy_can_be_turned_off_and_results_can_keep_the_input_device(monkeypatch):
+    x, y = torch.randn(8, 4), torch.randn(4)
+    monkeypatch.setenv("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "1")
+    with pytest.raises(Exception, match="Input tensor at index 0 is on cpu device"):
+        torch.compile(chain, backend="neuron")(x, y)
+    monkeypatch.delenv("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
+    torch._dynamo.reset()
+    monkeypatch.setenv("TORCH_NEURONX_RETAIN_DEVICE_MODE", "1")
+    got = torch.compile(chain, backend="neuron")(x, y)
+    assert all(g.device.type == "cpu" for g in got)
+    assert any("region" in op for op in torch.neuron.get_executed_ops())
+    for g, e in zip(got, chain(x, y), strict=True):
+        torch.testing.assert_close(g, e)
+
+
 @pytest.mark.parametrize("where", ["outside", "inside"])
 def test_autocast_with_compile(where):
     lin = torch.nn.Linear(8, 8).to("neuron")
