@@ -53,7 +53,20 @@ from neuronsim.sim.encoding import DST, DST2, IMM, SRC0, SRC1
 from neuronsim.sim.engines.common import OpDef, fail, max_ii, require, require_operands, require_same_shape
 from neuronsim.sim.engines.transcendentals import erf64, erf_np, exp64, exp_np, gelu64, gelu_np
 from neuronsim.sim.ir import ActFunc, Instruction, Opcode
-from neuronsim.sim.memory.access import AP_WIDTH, RefMemory, copy_raw, gather_f32, scatter_f32
+from neuronsim.sim.memory.access import (
+    AP_WIDTH,
+    RefMemory,
+    ap_free,
+    ap_parts,
+    block_rows,
+    copy_raw,
+    gather_f32,
+    load_rows_f32,
+    row_offsets,
+    same_or_disjoint,
+    scatter_f32,
+    store_rows_f32,
+)
 
 _ACTIVATION_IMM = frozenset({"func", "scale", "bias", "bias_is_tile", "scale_is_tile", "reduce"})
 _COPIES = frozenset({ActFunc.copy, ActFunc.identity})
@@ -346,11 +359,20 @@ def _act_rows(func, data, scale, bias, y):
 
 
 @njit(cache=True)
+def _row_sums(y, sums, p0):
+    """``sums[p0 + p, 0]`` = fp32 sum of row ``p`` of ``y``, left to right."""
+    for p in range(y.shape[0]):
+        acc = np.float32(-0.0)  # the additive identity: a lone -0.0 stays -0.0
+        for j in range(y.shape[1]):
+            acc = np.float32(acc + y[p, j])
+        sums[p0 + p, 0] = acc
+
+
+@njit(cache=True)
 def _nb_activation(row, frow, bases):
     func, bias_tile, scale_tile = row[IMM], row[IMM + 1], row[IMM + 2]
     reduce, bit_copy = row[IMM + 3], row[IMM + 4]
-    data = gather_f32(row, SRC0, bases)
-    parts, n = data.shape
+    parts, n = ap_parts(row, SRC0), ap_free(row, SRC0)
     if scale_tile:
         scale = gather_f32(row, SRC1 + AP_WIDTH * bias_tile, bases)[:, 0]
     else:
@@ -359,19 +381,36 @@ def _nb_activation(row, frow, bases):
         bias = gather_f32(row, SRC1, bases)[:, 0]
     else:
         bias = np.full(parts, np.float32(frow[1]), dtype=np.float32)
-    y = np.empty((parts, n), dtype=np.float32)
-    _act_rows(func, data, scale, bias, y)
+    sums = np.zeros((parts, 1), dtype=np.float32)
+    if not same_or_disjoint(row, DST, SRC0, bases):  # a shifted in-place update: read all, then write
+        y = np.empty((parts, n), dtype=np.float32)
+        _act_rows(func, gather_f32(row, SRC0, bases), scale, bias, y)
+        if bit_copy:
+            copy_raw(row, DST, SRC0, bases)
+        else:
+            scatter_f32(row, DST, bases, y)
+        if reduce:
+            _row_sums(y, sums, 0)
+            scatter_f32(row, DST2, bases, sums)
+        return
+    # Blocks of partitions through one cache-sized buffer: no tile-sized temporaries (fresh pages
+    # of a big allocation cost more than the arithmetic), each block read, computed, written.
+    block = block_rows(parts, n)
+    off_src, off_dst = row_offsets(row, SRC0), row_offsets(row, DST)
+    buf = np.empty(block * n, dtype=np.float32)
+    for p0 in range(0, parts, block):
+        k = min(block, parts - p0)
+        x = buf[:k * n]
+        load_rows_f32(row, SRC0, bases, p0, off_src, x)
+        y = x.reshape(k, n)
+        _act_rows(func, y, scale[p0:p0 + k], bias[p0:p0 + k], y)  # element by element: in place is fine
+        if not bit_copy:
+            store_rows_f32(row, DST, bases, p0, off_dst, x)
+        if reduce:
+            _row_sums(y, sums, p0)
     if bit_copy:
         copy_raw(row, DST, SRC0, bases)
-    else:
-        scatter_f32(row, DST, bases, y)
     if reduce:
-        sums = np.zeros((parts, 1), dtype=np.float32)
-        for p in range(parts):
-            acc = np.float32(-0.0)  # the additive identity: a lone -0.0 stays -0.0
-            for j in range(n):
-                acc = np.float32(acc + y[p, j])
-            sums[p, 0] = acc
         scatter_f32(row, DST2, bases, sums)
 
 

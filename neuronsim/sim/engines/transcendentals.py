@@ -15,14 +15,15 @@ exact value lies within ~2^-50 of a rounding boundary, and never more than 1 fp3
 - ``exp``: ``x = k ln2 + r`` (Cody-Waite: ``k * LN2_HI`` is exact, ``|r| <= ln2 / 2``), degree-13
   Taylor polynomial for ``e^r`` (truncation < 2^-57), times ``2^k`` built from its bits. Inputs are
   clamped to [-700, 709] (normal float64 results); beyond, the limits 0 and inf.
-- ``erf``: ``|x| < 1``: ``x * P(x^2)``, the Taylor series to degree 37. ``|x| >= 1``:
-  ``1 - e^(-x^2) G(|x|)`` with ``G(a) = e^(a^2) erfc(a)`` on [1, 11]: ``(a + 3) G(a)`` is a
-  degree-18 Chebyshev interpolant in ``t = (a - 3) / (a + 3)`` (Clenshaw evaluation). ``x * x`` is exact for an fp32 ``x``, so
+- ``erf``: ``|x| < 1/8``: ``x * P(x^2)``, the Taylor series to degree 15. Otherwise
+  ``1 - e^(-x^2) G(|x|)`` with ``G(a) = e^(a^2) erfc(a)`` on [0, 11]: ``(a + 2) G(a)`` is a
+  degree-22 Chebyshev interpolant in ``t = (a - 2) / (a + 2)`` (Clenshaw evaluation; one
+  interval, so no per-element coefficient lookup). ``x * x`` is exact for an fp32 ``x``, so
   the steep ``e^(-x^2)`` sees its exact argument. ``|x| >= 6``: +-1 (erfc(6) < 2^-55).
-- ``gelu``: ``x * Phi(x)``. ``|x| / sqrt2 < 1``: ``Phi = 1/2 + erf(x / sqrt2) / 2`` by the series;
-  otherwise from ``Q = erfc(|x| / sqrt2) / 2 = e^(-x^2 / 2) G(|x| / sqrt2) / 2`` (``x^2 / 2``
-  exact again), ``Phi = 1 - Q`` or ``Q``: no cancellation for negative ``x``, where
-  ``1 + erf(x / sqrt2)`` loses every digit below -8. ``|x| / sqrt2 >= 11``: ``Q = 0``.
+- ``gelu``: ``x * Phi(x)`` with ``Q = erfc(|x| / sqrt2) / 2 = e^(-x^2 / 2) G(|x| / sqrt2) / 2``
+  (``x^2 / 2`` exact again), ``Phi = 1 - Q`` for ``x > 0``, else ``Q``: no cancellation for
+  negative ``x``, where ``1 + erf(x / sqrt2)`` loses every digit below -8. ``|x| / sqrt2 >= 11``:
+  ``Q = 0``.
 
 The arguments are float64 values of fp32 numbers (what ScalarE's pipeline hands its function).
 """
@@ -44,7 +45,8 @@ _EXP_LO, _EXP_HI = -700.0, 709.0
 _EXP_TAYLOR = np.array([1.0 / float(np.prod(np.arange(1, n + 1, dtype=np.float64))) for n in range(14)])
 
 INV_SQRT2 = float.fromhex("0x1.6a09e667f3bcdp-1")
-_ERF_SERIES_TERMS = 19  # erf(x) = x * sum_n c_n x^(2n), |x| < 1: the 19th term is < 2^-58
+_ERF_SERIES_TERMS = 8  # erf(x) = x * sum_n c_n x^(2n) for |x| < 1/8: the 9th term is < 2^-58
+_ERF_SERIES_TOP = 0.125
 
 
 def _erf_series_coefficients() -> np.ndarray:
@@ -60,17 +62,18 @@ def _erf_series_coefficients() -> np.ndarray:
 
 _ERF_SERIES = _erf_series_coefficients()
 
-# G(a) = exp(a^2) erfc(a) on [1, 11] as (a + 3) G(a) = C(s), a degree-18 Chebyshev series in
-# s = the linear map of t = (a - 3) / (a + 3) onto [-1, 1] (one interval: no per-element coefficient
+# G(a) = exp(a^2) erfc(a) on [0, 11] as (a + 2) G(a) = C(s), a degree-22 Chebyshev series in
+# s = the linear map of t = (a - 2) / (a + 2) onto [-1, 1] (one interval: no per-element coefficient
 # lookup, so the loops vectorize). Coefficients from 40-digit mpmath values at the first-kind nodes
 # (regenerated and compared by tests/sim/engines/test_transcendentals.py).
-ERFC_K, ERFC_LO, ERFC_HI, ERFC_DEGREE = 3.0, 1.0, 11.0, 18
+ERFC_K, ERFC_LO, ERFC_HI, ERFC_DEGREE = 2.0, 0.0, 11.0, 22
 _ERFC_HEX = """
-    0x1.20750561097b6p+0 -0x1.f18b13f2b4301p-2 0x1.5b35f5e40b534p-4 -0x1.7dc5f32823f28p-7
-    0x1.34d411d37e605p-10 -0x1.283a8b6344c76p-14 -0x1.41880653bedd2p-21 0x1.20ca2d3a5fc25p-21
-    -0x1.f6f4c860e7ddbp-26 -0x1.acf32d0357e5bp-29 0x1.ad86ad0e43936p-32 0x1.62f238c6a3eadp-36
-    -0x1.3ad4008434dc1p-38 -0x1.a8ab23a935a14p-43 0x1.d72a7429cdbffp-45 0x1.9052067893b19p-49
-    -0x1.66d95a359494fp-51 -0x1.dddb9699775ffp-55 0x1.0312d30b52e3ap-57
+    0x1.3c04203303bb2p+0 -0x1.5492fb035cf72p-1 0x1.9559684849a75p-4 -0x1.7921ea22944cap-9
+    -0x1.710ad35d6f1cep-10 0x1.68b1d611f1a54p-14 0x1.0fbff4e2ebdabp-15 -0x1.ed9844696344cp-21
+    -0x1.f99e8ef997254p-21 -0x1.b1d5662dcaad5p-25 0x1.a4a2f4d713bf9p-26 0x1.395277dfe1370p-28
+    -0x1.110fd6afbde86p-32 -0x1.bdcea7758a61dp-33 -0x1.93d311470886dp-36 0x1.1bd5427ce11c8p-38
+    0x1.d5fa1b069bec4p-40 0x1.594ccc0c34c7ep-43 -0x1.6fc1af52874d8p-45 -0x1.15f0eab55f90ap-46
+    -0x1.bf8cd714ab6f6p-50 0x1.a07b088b6be0cp-52 0x1.731996e3a1565p-53
 """
 _ERFC_CHEB = np.array([float.fromhex(v) for v in _ERFC_HEX.split()])
 _T_LO, _T_HI = (ERFC_LO - ERFC_K) / (ERFC_LO + ERFC_K), (ERFC_HI - ERFC_K) / (ERFC_HI + ERFC_K)
@@ -121,10 +124,11 @@ def _erf_series(x):
 
 @njit(cache=True, inline="always")
 def _erfc_scaled(a):
-    """``G(a) = exp(a^2) erfc(a)`` for ``1 <= a <= 11`` (other ``a``: some value callers discard)."""
+    """``G(a) = exp(a^2) erfc(a)`` for ``0 <= a <= 11``."""
     # np.true_divide, not /: Numba's / checks for a zero divisor (Python's ZeroDivisionError), and
-    # that branch keeps LLVM from vectorizing the loop; a + 3 > 0 here anyway.
-    s = (np.true_divide(a - ERFC_K, a + ERFC_K) - _T_MID) * _T_INV_HALF
+    # that branch keeps LLVM from vectorizing the loop; a + 2 > 0 here anyway.
+    inv = np.true_divide(1.0, a + ERFC_K)
+    s = ((a - ERFC_K) * inv - _T_MID) * _T_INV_HALF
     two_s = s + s
     b1 = 0.0
     b2 = 0.0
@@ -132,7 +136,7 @@ def _erfc_scaled(a):
         t = _ERFC_CHEB[i] + two_s * b1 - b2
         b2 = b1
         b1 = t
-    return np.true_divide(_ERFC_CHEB[0] + s * b1 - b2, a + ERFC_K)
+    return (_ERFC_CHEB[0] + s * b1 - b2) * inv
 
 
 @njit(cache=True, inline="always")
@@ -145,7 +149,7 @@ def erf64(x):
     big = tail if x > 0 else -tail
     one = 1.0 if x > 0 else -1.0
     y = big if a < _ERF_ONE else one
-    y = series if a < 1.0 else y
+    y = series if a < _ERF_SERIES_TOP else y
     return x if x != x else y
 
 
@@ -154,11 +158,9 @@ def gelu64(x):
     h = x * INV_SQRT2
     a = abs(h)
     ac = a if a < _ERFC_TOP else _ERFC_TOP
-    central = 0.5 + 0.5 * _erf_series(h)
     q = 0.5 * exp64((-0.5 * x) * x) * _erfc_scaled(ac)
     q = q if a < _ERFC_TOP else 0.0
-    tail = 1.0 - q if x > 0 else q
-    phi = central if a < 1.0 else tail
+    phi = 1.0 - q if x > 0 else q
     y = x * phi
     y = 0.0 if x == -np.inf else y  # the limit; x * Phi(x) would be -inf * 0
     return x if x != x else y
@@ -190,13 +192,14 @@ def _erf_series_np(x: np.ndarray) -> np.ndarray:
 
 
 def _erfc_scaled_np(a: np.ndarray) -> np.ndarray:
-    s = ((a - ERFC_K) / (a + ERFC_K) - _T_MID) * _T_INV_HALF
+    inv = 1.0 / (a + ERFC_K)
+    s = ((a - ERFC_K) * inv - _T_MID) * _T_INV_HALF
     two_s = s + s
     b1 = np.zeros_like(a)
     b2 = np.zeros_like(a)
     for i in range(ERFC_DEGREE, 0, -1):
         b1, b2 = _ERFC_CHEB[i] + two_s * b1 - b2, b1
-    return (_ERFC_CHEB[0] + s * b1 - b2) / (a + ERFC_K)
+    return (_ERFC_CHEB[0] + s * b1 - b2) * inv
 
 
 def erf_np(x: np.ndarray) -> np.ndarray:
@@ -205,7 +208,7 @@ def erf_np(x: np.ndarray) -> np.ndarray:
         a = np.abs(x)
         tail = 1.0 - exp_np(-(x * x)) * _erfc_scaled_np(np.where(a < _ERFC_TOP, a, _ERFC_TOP))
         big = np.where(x > 0, tail, -tail)
-        y = np.where(a < 1.0, _erf_series_np(x), np.where(a < _ERF_ONE, big, np.where(x > 0, 1.0, -1.0)))
+        y = np.where(a < _ERF_SERIES_TOP, _erf_series_np(x), np.where(a < _ERF_ONE, big, np.where(x > 0, 1.0, -1.0)))
         return np.where(np.isnan(x), x, y)
 
 
@@ -216,7 +219,6 @@ def gelu_np(x: np.ndarray) -> np.ndarray:
         a = np.abs(h)
         q = 0.5 * exp_np((-0.5 * x) * x) * _erfc_scaled_np(np.where(a < _ERFC_TOP, a, _ERFC_TOP))
         q = np.where(a < _ERFC_TOP, q, 0.0)
-        tail = np.where(x > 0, 1.0 - q, q)
-        phi = np.where(a < 1.0, 0.5 + 0.5 * _erf_series_np(h), tail)
+        phi = np.where(x > 0, 1.0 - q, q)
         y = np.where(x == -np.inf, 0.0, x * phi)
         return np.where(np.isnan(x), x, y)

@@ -566,6 +566,18 @@ def disjoint(row, at_a, at_b, bases):
 
 
 @njit(cache=True)
+def same_or_disjoint(row, at_a, at_b, bases):
+    """Whether two encoded APs are the very same elements in the same order (every field equal),
+    or share no byte: the cases where a kernel may stream partition blocks from one to the other
+    and still give the read-everything-then-write result."""
+    same = True
+    for f in range(AP_WIDTH):
+        if row[at_a + f] != row[at_b + f]:
+            same = False
+    return same or disjoint(row, at_a, at_b, bases)
+
+
+@njit(cache=True)
 def copy_by_runs(row, dst_at, src_at, bases):
     """Copy src to dst (same element size) by memcpys of their common runs; False (nothing
     copied) when they overlap or the runs are too short to be worth it."""

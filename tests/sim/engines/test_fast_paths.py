@@ -221,6 +221,29 @@ def test_activation_loops(func):
     _assert_executors_agree(b, seed=3)
 
 
+@pytest.mark.parametrize("func", ["exp", "gelu", "copy"])
+def test_activation_streams_partition_blocks(func):
+    """A tile larger than one block (128 x 600 fp32: three blocks of partitions), computed in place
+    (dst is src), into a disjoint bf16 tile with reduce, and onto itself shifted by one
+    element (overlapping: the whole tile is read before any is written, as in the reference)."""
+    from neuronsim.sim import ActFunc, Engine
+    b = ProgramBuilder("act_blocks")
+    a = b.hbm("a", (128, 600), "float32")
+    s = b.sbuf("s", (128, 600), "float32")
+    y, r = b.sbuf("y", (128, 600), "bfloat16"), b.sbuf("r", (128, 1), "float32")
+    o, o2 = b.hbm("o", (128, 600), "float32", kind="output"), b.hbm("o2", (128, 600), "bfloat16", kind="output")
+    orr = b.hbm("or", (128, 1), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.ACTIVATION, s, [s], engine=Engine.SCALAR, func=ActFunc[func], scale=0.5)
+    b.emit(Opcode.ACTIVATION, y, [s], engine=Engine.SCALAR, dst2=r, func=ActFunc[func], reduce=True)
+    b.emit(Opcode.ACTIVATION, s.ap([[600, 128], [1, 599]], offset=1), [s.ap([[600, 128], [1, 599]])],
+           engine=Engine.SCALAR, func=ActFunc[func])
+    b.emit(Opcode.DMA_COPY, o, [s])
+    b.emit(Opcode.DMA_COPY, o2, [y])
+    b.emit(Opcode.DMA_COPY, orr, [r])
+    _assert_executors_agree(b, seed=7)
+
+
 @pytest.mark.parametrize("op", ["add", "maximum", "minimum", "multiply"])
 @pytest.mark.parametrize("negate", [False, True])
 def test_tensor_reduce_folds(op, negate):
