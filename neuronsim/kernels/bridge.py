@@ -86,6 +86,8 @@ def hbm_view(flat, op: Operand):
 
 def _extent(t: torch.Tensor) -> tuple[int, int]:
     start = t.data_ptr()
+    if t.is_contiguous():  # the common case: its span is its bytes
+        return start, start + t.nbytes
     return start, start + span_of(t.shape, t.stride()) * t.element_size()
 
 
