@@ -365,8 +365,11 @@ def runtime_scalars(runtime: tuple[tuple[int, str, object], ...], args: tuple, k
 
 def _written_self(plan: OpPlan) -> bool:
     """In-place ops the kernels take: ``self`` (a tensor or a list) is the only written argument,
-    returned (``add_``) or not (``_foreach_add_``)."""
-    return plan.written == ((0, "self"),) and plan.returns in (((ReturnKind.WRITE, (0, "self")),), ())
+    returned (``add_``) or not (``_foreach_add_``); or the written arguments are the leading ones
+    and nothing is returned (``_fused_adam_``: params, grads and the optimizer states)."""
+    if plan.written == ((0, "self"),):
+        return plan.returns in (((ReturnKind.WRITE, (0, "self")),), ())
+    return not plan.returns and tuple(pos for pos, _ in plan.written) == tuple(range(len(plan.written)))
 
 
 class NativeOp:
@@ -418,7 +421,8 @@ class NativeOp:
         if positions is None:
             return _DECLINED
         inputs = gather_inputs(positions, args, kwargs)
-        written = sum(1 for pos, _, _ in positions if pos == 0) if plan.kind is WrapperKind.INPLACE else 0
+        leading = len(plan.written)  # the written arguments come first: their inputs are the outputs
+        written = sum(1 for pos, _, _ in positions if pos < leading) if plan.kind is WrapperKind.INPLACE else 0
         outputs, complete = _meta_outputs(self.op, args, kwargs)
         if outputs is None or any(t.numel() == 0 for t in inputs):
             return _DECLINED
