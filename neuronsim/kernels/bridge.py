@@ -107,6 +107,16 @@ def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a0 < b1 and b0 < a1
 
 
+def aliasing(a: torch.Tensor, b: torch.Tensor) -> bool | None:
+    """True if ``a`` and ``b`` are the same view, False if their spans are disjoint, None if they
+    overlap otherwise (one pass: in-place ``_foreach_`` ops ask it for every pair, every call)."""
+    a0, a1 = _extent(a)
+    b0, b1 = _extent(b)
+    if a0 == b0 and a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride():
+        return True
+    return None if a0 < b1 and b0 < a1 else False
+
+
 def span_array(t: torch.Tensor) -> np.ndarray:
     """A zero-copy 1-D numpy view of the span of device tensor ``t`` (or CPU tensor: runtime scalars)."""
     h = t if t.is_cpu else host_view(t)

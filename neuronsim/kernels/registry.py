@@ -43,6 +43,7 @@ from neuronsim.kernels.bridge import (
     dummy_array,
     hbm_view,
     operand_of,
+    aliasing,
     overlaps,
     same_view,
 )
@@ -145,7 +146,7 @@ def _arg_key(a):
             return ("cpu", a.dtype, _scalar_key(a.item()))
         return a.dtype, a.shape, a.stride()
     if isinstance(a, list | tuple):
-        return tuple(_arg_key(x) for x in a)
+        return tuple(map(_arg_key, a))
     if isinstance(a, float | int | bool):
         return _scalar_key(a)
     return a
@@ -208,11 +209,10 @@ def signature_key(args: tuple, kwargs: dict, runtime: frozenset = frozenset(), i
 
 
 def _alias(read: Tensor, written: Tensor) -> bool:
-    if same_view(read, written):
-        return True
-    if overlaps(read, written):
+    same = aliasing(read, written)
+    if same is None:
         raise _Decline
-    return False
+    return same
 
 
 # ---------------------------------------------------------------- cache entries
