@@ -127,8 +127,9 @@ def _run_fast(plan: OpPlan, fast: str, args: tuple, kwargs: dict, charge: bool =
                     return _SLOW
                 if index is None:
                     index = a.get_device()
-                bytes_in += a.nbytes
-                signature.append((a.dtype, a.shape))
+                if charge:  # what the clock records; a native kernel charges its own
+                    bytes_in += a.nbytes
+                    signature.append((a.dtype, a.shape))
                 a = host_view(a)
         elif isinstance(a, list | tuple):
             if a and isinstance(a[0], Tensor):
@@ -137,11 +138,12 @@ def _run_fast(plan: OpPlan, fast: str, args: tuple, kwargs: dict, charge: bool =
                     # Device tensors only (``_foreach_*``): CPU ones and index lists take the slow path.
                     if not isinstance(x, Tensor) or x.is_cpu or (narrow and x.dtype in _NARROW):
                         return _SLOW
-                    if index is None:
-                        index = x.get_device()
-                    bytes_in += x.nbytes
-                    signature.append((x.dtype, x.shape))
+                    if charge:
+                        bytes_in += x.nbytes
+                        signature.append((x.dtype, x.shape))
                     converted.append(host_view(x))
+                if index is None:
+                    index = a[0].get_device()
                 a = type(a)(converted)
             else:
                 for x in a:
@@ -161,14 +163,10 @@ def _run_fast(plan: OpPlan, fast: str, args: tuple, kwargs: dict, charge: bool =
         if not isinstance(result, Tensor):
             return _finish_other_result(plan, result, signature, bytes_in, index, charge)
         out = adopt(result, index) if result.is_cpu else result
-        bytes_out = out.nbytes
-    elif fast == "self":
-        out = args[0]
-        bytes_out = out.nbytes
     else:
-        out = None
-        bytes_out = _nbytes(args[0])
+        out = args[0] if fast == "self" else None
     if charge:
+        bytes_out = _nbytes(args[0] if out is None else out)
         clock.clock(index).charge_fallback(plan.name, tuple(signature), bytes_in, bytes_out)
         tracking.record_fallback(plan.name)
     return out
