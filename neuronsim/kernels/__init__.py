@@ -107,6 +107,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "neuronsim.kernels.norm": (
         "aten::native_layer_norm.default", "aten::native_layer_norm_backward.default",
     ),
+    "neuronsim.kernels.optim": (
+        "aten::_fused_adam_.default", "aten::_fused_adam_.tensor_lr", "aten::_fused_adamw_.default",
+        "aten::_fused_adamw_.tensor_lr",
+    ),
     "neuronsim.kernels.reduction": (
         "aten::amax.default", "aten::amin.default", "aten::linalg_vector_norm.default",
         "aten::max.default", "aten::mean.dim", "aten::min.default", "aten::prod.default",
