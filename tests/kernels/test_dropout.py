@@ -151,3 +151,20 @@ def test_device_time_scales_with_bytes():
     small, big = ns((256, 512), torch.float32), ns((1024, 1024), torch.float32)
     assert 4 < big / small < 10
     assert ns((1024, 1024), torch.bfloat16) < big
+
+
+def test_train_gpt_with_dropout_runs_natively():
+    """examples/train_gpt.py --dropout 0.1: dropout forward and backward run on the device, and the
+    seeded run repeats its losses exactly."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import train_gpt
+
+    args = ["--steps", "2", "--batch", "2", "--block", "16", "--quiet", "--device", "neuron", "--dropout", "0.1"]
+    losses = train_gpt.main(args)
+    assert ran_natively(FWD) and ran_natively(BWD)
+    assert set(torch.neuron.get_fallback_ops()) <= {"aten::arange.start_out"}  # int64 position ids
+    assert losses == train_gpt.main(args)
+    assert losses != train_gpt.main([*args[:-1], "0.0"])
