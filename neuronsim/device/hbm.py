@@ -58,18 +58,37 @@ class HbmLedger:
             self.num_ooms += 1
             raise HbmCapacityError(self._oom_message(nbytes, allocated, capacity))
 
-    def charge(self, storage) -> None:
-        nbytes = storage.nbytes()
+    def charge(self, storage, nbytes: int | None = None) -> None:
+        """Charge a new storage (``nbytes``: its size, when the caller knows it)."""
+        if nbytes is None:
+            nbytes = storage.nbytes()
         if nbytes == 0:
             return
+        # Every op's fresh outputs come through here (and _release): the row updates are inline.
         pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
         with self._lock:
             self.check(nbytes)
             self._live[weakref.ref(storage, self._release)] = nbytes
-            _add(self._bytes[0], nbytes)
-            _add(self._bytes[pool], nbytes)
-            _add(self._count[0], 1)
-            _add(self._count[pool], 1)
+            row = self._bytes[0]
+            cur = row[_CUR] = row[_CUR] + nbytes
+            row[_ALLOC] += nbytes
+            if cur > row[_PEAK]:
+                row[_PEAK] = cur
+            row = self._bytes[pool]
+            cur = row[_CUR] = row[_CUR] + nbytes
+            row[_ALLOC] += nbytes
+            if cur > row[_PEAK]:
+                row[_PEAK] = cur
+            row = self._count[0]
+            cur = row[_CUR] = row[_CUR] + 1
+            row[_ALLOC] += 1
+            if cur > row[_PEAK]:
+                row[_PEAK] = cur
+            row = self._count[pool]
+            cur = row[_CUR] = row[_CUR] + 1
+            row[_ALLOC] += 1
+            if cur > row[_PEAK]:
+                row[_PEAK] = cur
 
     def _release(self, ref: weakref.ref) -> None:
         with self._lock:
@@ -77,10 +96,12 @@ class HbmLedger:
             if not nbytes:
                 return
             pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
-            _remove(self._bytes[0], nbytes)
-            _remove(self._bytes[pool], nbytes)
-            _remove(self._count[0], 1)
-            _remove(self._count[pool], 1)
+            for row in (self._bytes[0], self._bytes[pool]):
+                row[_CUR] -= nbytes
+                row[_FREED] += nbytes
+            for row in (self._count[0], self._count[pool]):
+                row[_CUR] -= 1
+                row[_FREED] += 1
 
     def reset_peak(self) -> None:
         with self._lock:
@@ -134,18 +155,6 @@ class HbmLedger:
             f"({allocated} bytes) is allocated by tensors. This is the simulated HBM of one logical "
             f"NeuronCore of {settings.chip().name}; set {env.NEURON_SIM_HBM_BYTES} to change it."
         )
-
-
-def _add(row: list[int], amount: int) -> None:
-    cur = row[_CUR] = row[_CUR] + amount
-    row[_ALLOC] += amount
-    if cur > row[_PEAK]:
-        row[_PEAK] = cur
-
-
-def _remove(row: list[int], amount: int) -> None:
-    row[_CUR] -= amount
-    row[_FREED] += amount
 
 
 _ledgers: dict[int, HbmLedger] = {}

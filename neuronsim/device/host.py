@@ -79,8 +79,11 @@ class _Conversion:
 def run_on_host(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
     """Compute the op with ATen-CPU; ``charge=False`` (a native kernel's ``fast`` numerics, which
     charges its own Program's time) neither charges the clock nor counts a fallback."""
-    if plan.fast_path is not None:
-        result = _run_fast(plan, args, kwargs, charge)
+    fast = _FAST_KINDS.get(plan.name, _UNKNOWN)
+    if fast is _UNKNOWN:
+        fast = _FAST_KINDS[plan.name] = _fast_kind(plan)
+    if fast is not None:
+        result = _run_fast(plan, fast, args, kwargs, charge)
         if result is not _SLOW:
             return result
     cast = plan.casts_64bit and settings.cast_64bit()
@@ -88,16 +91,30 @@ def run_on_host(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
 
 
 _SLOW = object()
+_UNKNOWN = object()
+_FAST_KINDS: dict[str, str | None] = {}  # op name -> its short path's kind, or None
 
 
-def _run_fast(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
-    """The common case, kept short: tensor (not list) arguments, no 64-bit tensors to narrow,
-    one fresh result or an in-place update of ``self``. Returns ``_SLOW`` for anything else."""
-    single_fresh = plan.fast_path == "fresh"
+def _fast_kind(plan: OpPlan) -> str | None:
+    """The schema's short path ("fresh", "self"), or "none" for an in-place op that writes only
+    ``self`` and returns nothing (``_foreach_add_``)."""
+    if plan.fast_path is not None:
+        return plan.fast_path
+    if (plan.generator is None and not plan.seeded and plan.kind is WrapperKind.INPLACE
+            and not plan.returns and plan.written == ((0, "self"),)):
+        return "none"
+    return None
+
+
+def _run_fast(plan: OpPlan, fast: str, args: tuple, kwargs: dict, charge: bool = True):
+    """The common case, kept short: device tensors (alone or in lists) and scalars, no 64-bit
+    tensors to narrow, no CPU tensors but 0-dim scalars; one fresh result, or an in-place update
+    of ``self``. Returns ``_SLOW`` for anything else."""
     index = None
     bytes_in = 0
     signature = []
     hargs = []
+    narrow = plan.casts_64bit
     for pos, a in enumerate(args):
         if type(a) in _NUMBERS and pos in plan.tensor_args:
             a = number_as_tensor(a)
@@ -106,17 +123,32 @@ def _run_fast(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
                 if a.dim():
                     return _SLOW  # a CPU tensor that is not a scalar: the slow path checks it
             else:
-                if a.dtype in _NARROW and plan.casts_64bit:
+                if narrow and a.dtype in _NARROW:
                     return _SLOW
                 if index is None:
                     index = a.get_device()
-                bytes_in += a.nbytes
-                signature.append((a.dtype, a.shape))
+                if charge:  # what the clock records; a native kernel charges its own
+                    bytes_in += a.nbytes
+                    signature.append((a.dtype, a.shape))
                 a = host_view(a)
         elif isinstance(a, list | tuple):
-            for x in a:
-                if isinstance(x, Tensor):
-                    return _SLOW
+            if a and isinstance(a[0], Tensor):
+                converted = []
+                for x in a:
+                    # Device tensors only (``_foreach_*``): CPU ones and index lists take the slow path.
+                    if not isinstance(x, Tensor) or x.is_cpu or (narrow and x.dtype in _NARROW):
+                        return _SLOW
+                    if charge:
+                        bytes_in += x.nbytes
+                        signature.append((x.dtype, x.shape))
+                    converted.append(host_view(x))
+                if index is None:
+                    index = a[0].get_device()
+                a = type(a)(converted)
+            else:
+                for x in a:
+                    if isinstance(x, Tensor):
+                        return _SLOW
         elif isinstance(a, torch.device | torch.dtype):
             return _SLOW
         hargs.append(a)
@@ -127,15 +159,14 @@ def _run_fast(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
     if index is None:
         return _SLOW
     result = plan.call(*hargs, **kwargs)
-    if single_fresh:
+    if fast == "fresh":
         if not isinstance(result, Tensor):
             return _finish_other_result(plan, result, signature, bytes_in, index, charge)
         out = adopt(result, index) if result.is_cpu else result
-        bytes_out = out.nbytes
     else:
-        out = args[0]
-        bytes_out = out.nbytes
+        out = args[0] if fast == "self" else None
     if charge:
+        bytes_out = _nbytes(args[0] if out is None else out)
         clock.clock(index).charge_fallback(plan.name, tuple(signature), bytes_in, bytes_out)
         tracking.record_fallback(plan.name)
     return out
@@ -178,6 +209,15 @@ def _widen_targets(plan: OpPlan, args: tuple, kwargs: dict, conv: _Conversion) -
     ATen's meta kernel gives as 64-bit for the original dtypes (``scatter(int32, int64 index)`` stays
     int32; ``int64 + int32`` is int64; a 0-dim float64 leaves a float32 result float32). Without a
     meta kernel, every narrowed dtype."""
+    try:
+        key = (plan.name, frozenset(conv.narrowed), _layout_key(args), _layout_key(tuple(kwargs.items())))
+        hash(key)
+    except (TypeError, _Unkeyed):
+        key = None
+    found = _widen_cache.get(key) if key is not None else None
+    if found is not None:
+        return found
+
     def meta(a):
         if isinstance(a, Tensor) and not a.is_cpu:
             return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=_META)
@@ -190,7 +230,36 @@ def _widen_targets(plan: OpPlan, args: tuple, kwargs: dict, conv: _Conversion) -
     except Exception:  # no meta kernel (or it rejects meta inputs): every narrowed dtype
         return dtype_policy.cast_back_targets(conv.narrowed, plan, args, kwargs)
     results = result if isinstance(result, list | tuple) else (result,)
-    return {_NARROW[r.dtype] for r in results if isinstance(r, Tensor) and r.dtype in _NARROW}
+    found = {_NARROW[r.dtype] for r in results if isinstance(r, Tensor) and r.dtype in _NARROW}
+    if key is not None:
+        if len(_widen_cache) >= _WIDEN_CACHE_SIZE:
+            _widen_cache.clear()
+        _widen_cache[key] = found
+    return found
+
+
+# The meta answer depends only on what the meta tensors carry (dtype, shape, strides) and on the
+# other arguments, so a training loop's repeated calls ask the meta kernel once.
+_widen_cache: dict = {}
+_WIDEN_CACHE_SIZE = 4096
+
+
+class _Unkeyed(Exception):
+    """An argument whose value the meta kernel may read: no cache key."""
+
+
+def _layout_key(a):
+    if isinstance(a, Tensor):
+        if a.is_cpu:
+            if a.dim() or a.numel() != 1:
+                raise _Unkeyed
+            return ("cpu", a.dtype, a.item())  # a scalar's value can decide a result's dtype
+        return (a.dtype, a.shape, a.stride())
+    if isinstance(a, list | tuple):
+        return (type(a), *map(_layout_key, a))
+    if type(a) is float:
+        return ("f", a.hex())  # -0.0 and NaN keep distinct, stable keys
+    return (type(a), a)
 
 
 def _check_same_device(plan: OpPlan, args: tuple, kwargs: dict, index: int) -> None:

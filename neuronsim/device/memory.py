@@ -60,8 +60,11 @@ def empty_strided(size, stride, dtype: torch.dtype, index: int, nbytes: int | No
     its storage bytes when the caller knows them (a cached kernel's outputs)."""
     if nbytes is None:
         nbytes = storage_bytes(size, stride, dtype)
-    hbm.ledger(index).check(nbytes)
-    return adopt(torch.empty_strided(size, stride, dtype=dtype), index)
+    ledger = hbm.ledger(index)
+    ledger.check(nbytes)
+    t = _relabel(torch.empty_strided(size, stride, dtype=dtype), _KDL_EXT_DEV | (index << 32))
+    ledger.charge(t.untyped_storage(), nbytes)  # a fresh CPU tensor always exports: adopt's fallback is moot
+    return t
 
 
 def empty(size, dtype: torch.dtype, index: int) -> torch.Tensor:

@@ -45,8 +45,10 @@ def _overloads(name: str):
 
 
 def _on_cpu_kernel(op):
+    redispatch = op._handle.redispatch_boxed  # OpOverload.redispatch without its Python frame
+
     def kernel(*args, **kwargs):
-        return op.redispatch(CPU_KEYS, *args, **kwargs)
+        return redispatch(CPU_KEYS, *args, **kwargs)
 
     return kernel
 

@@ -44,7 +44,7 @@ import torch
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels.bridge import FLOAT_DTYPES
-from neuronsim.kernels.reduction import _coalesced, _kept_walk, _store_columns
+from neuronsim.kernels.reduction import coalesced, kept_walk, store_columns
 from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, native
 from neuronsim.kernels.tiling import PARTITIONS, coalesce
 from neuronsim.sim.ir import AluOp
@@ -93,7 +93,7 @@ def plan_layout(x, out, dim: int | None, keepdim: bool, negate: bool, values: bo
             kept_x.append((x.stride(d), x.shape[d]))
             kept_o.append((o_strides[j], x.shape[d]))
             j += 1
-        ks, (kxs, kos) = _coalesced([kept_x, kept_o])
+        ks, (kxs, kos) = coalesced([kept_x, kept_o])
         kept = tuple(zip(ks, kxs, kos, strict=True))
     if n >= MAX_INDEX:
         return None
@@ -256,7 +256,7 @@ def arg_reduce(*views, layout: Layout):
     *outs, x = views
     vals, idx_out = (outs[0], outs[1]) if layout.values else (None, outs[0])
     iota = _Iota()
-    walks = list(_kept_walk(layout.kept))
+    walks = list(kept_walk(layout.kept))
     spread = layout.scheme == "spread"
     n_keep = math.prod(n for n, _, _ in layout.kept)
     loads = (n_keep if spread else -(-n_keep // P)) * -(-layout.n // (P * CHUNK if spread else CHUNK))
@@ -282,7 +282,7 @@ def arg_reduce(*views, layout: Layout):
                     nisa.tensor_copy(res[:pp, g:g + 1], m)
         _store_indices(idx_out, oo, os_, idx, n)
         if res is not None:
-            _store_columns(vals, oo, os_, res, n)
+            store_columns(vals, oo, os_, res, n)
 
 
 # ---------------------------------------------------------------- planners

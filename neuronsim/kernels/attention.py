@@ -43,7 +43,7 @@ from torch.nn.attention import SDPBackend
 
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
-from neuronsim.kernels.matmul import _load_kxm
+from neuronsim.kernels.matmul import load_kxm
 from neuronsim.kernels.norm import _position
 from neuronsim.kernels.registry import IN, OUT, Call, Launch, NativeOp, native
 from neuronsim.sim.ir import ActFunc, AluOp
@@ -132,13 +132,13 @@ def attention_fwd(out, lse, seed, offset, q, k, v, *bias, scale, causal, group):
             if h % group == 0:  # K^T and V of this KV head, resident for all its query heads
                 kT = nl.ndarray((E, S), dtype=k.dtype, buffer=nl.sbuf)
                 for s0, n in _chunks(S, K_TILE):
-                    _load_kxm(kT[:, s0:s0 + n], _block(k, ks, b, hk, s0, n, 0, E))
+                    load_kxm(kT[:, s0:s0 + n], _block(k, ks, b, hk, s0, n, 0, E))
                 vt = nl.ndarray((BLOCK, len(blocks), Ev), dtype=v.dtype, buffer=nl.sbuf)
                 for j, (s0, n) in enumerate(blocks):
                     nisa.dma_copy(dst=vt[:n, j, :], src=_block(v, vs, b, hk, s0, n, 0, Ev))
             for l0, lt in _chunks(L, Q_TILE):
                 qT = nl.ndarray((E, lt), dtype=q.dtype, buffer=nl.sbuf)
-                _load_kxm(qT, _block(q, qs, b, h, l0, lt, 0, E))
+                load_kxm(qT, _block(q, qs, b, h, l0, lt, 0, E))
                 m = total = acc = None
                 for s0, st in _chunks(_visible(causal, l0, lt, S), K_TILE):
                     s_ps = nl.ndarray((lt, st), dtype=F32, buffer=nl.psum)
@@ -216,8 +216,8 @@ def attention_bwd(dq, dk, dv, g, q, k, v, o, lse, *bias, scale, causal, group):
                 neg_lse = nl.ndarray((Q_TILE, nq), dtype=F32, buffer=nl.sbuf)
                 dsum = nl.ndarray((Q_TILE, nq), dtype=F32, buffer=nl.sbuf)
                 for i, (l0, lt) in enumerate(q_tiles):
-                    _load_kxm(qT[:, l0:l0 + lt], _block(q, qs, b, h, l0, lt, 0, E))
-                    _load_kxm(gT[:, l0:l0 + lt], _block(g, gs, b, h, l0, lt, 0, Ev))
+                    load_kxm(qT[:, l0:l0 + lt], _block(q, qs, b, h, l0, lt, 0, E))
+                    load_kxm(gT[:, l0:l0 + lt], _block(g, gs, b, h, l0, lt, 0, Ev))
                     nisa.dma_copy(dst=qr[:lt, i, :], src=_block(q, qs, b, h, l0, lt, 0, E))
                     nisa.dma_copy(dst=gr[:lt, i, :], src=_block(g, gs, b, h, l0, lt, 0, Ev))
                     ot = nl.ndarray((lt, Ev), dtype=o.dtype, buffer=nl.sbuf)
@@ -235,9 +235,9 @@ def attention_bwd(dq, dk, dv, g, q, k, v, o, lse, *bias, scale, causal, group):
                 side[h] = (qT, qr, gT, gr, neg_lse, dsum, acc)
             for kt_index, (s0, st) in enumerate(_chunks(S, BLOCK)):
                 kT = nl.ndarray((E, st), dtype=k.dtype, buffer=nl.sbuf)
-                _load_kxm(kT, _block(k, ks, b, hk, s0, st, 0, E))
+                load_kxm(kT, _block(k, ks, b, hk, s0, st, 0, E))
                 vT = nl.ndarray((Ev, st), dtype=v.dtype, buffer=nl.sbuf)
-                _load_kxm(vT, _block(v, vs, b, hk, s0, st, 0, Ev))
+                load_kxm(vT, _block(v, vs, b, hk, s0, st, 0, Ev))
                 kr = nl.ndarray((st, E), dtype=k.dtype, buffer=nl.sbuf)
                 nisa.dma_copy(dst=kr, src=_block(k, ks, b, hk, s0, st, 0, E))
                 dv_ps = nl.ndarray((st, Ev), dtype=F32, buffer=nl.psum)

@@ -86,6 +86,8 @@ def hbm_view(flat, op: Operand):
 
 def _extent(t: torch.Tensor) -> tuple[int, int]:
     start = t.data_ptr()
+    if t.is_contiguous():  # the common case: its span is its bytes
+        return start, start + t.nbytes
     return start, start + span_of(t.shape, t.stride()) * t.element_size()
 
 
@@ -103,6 +105,16 @@ def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     a0, a1 = _extent(a)
     b0, b1 = _extent(b)
     return a0 < b1 and b0 < a1
+
+
+def aliasing(a: torch.Tensor, b: torch.Tensor) -> bool | None:
+    """True if ``a`` and ``b`` are the same view, False if their spans are disjoint, None if they
+    overlap otherwise (one pass: in-place ``_foreach_`` ops ask it for every pair, every call)."""
+    a0, a1 = _extent(a)
+    b0, b1 = _extent(b)
+    if a0 == b0 and a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride():
+        return True
+    return None if a0 < b1 and b0 < a1 else False
 
 
 def span_array(t: torch.Tensor) -> np.ndarray:

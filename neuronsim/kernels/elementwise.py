@@ -285,15 +285,20 @@ def _launch(call: Call, compute, n_inputs: int | None = None, **params) -> Launc
 
 
 def op_names(bases, overloads=("default",), inplace=True) -> list[str]:
-    """The ATen op names among ``base[_].overload`` that exist."""
+    """The ATen op names among ``base[_].overload`` that exist and take a tensor (``add.default``
+    is ``Scalar + Scalar``: no device tensor ever reaches it)."""
     found = []
     for base in bases:
         for b in (base, f"{base}_") if inplace else (base,):
             packet = getattr(torch.ops.aten, b, None)
             for ov in overloads:
-                if packet is not None and ov in packet.overloads():
+                if packet is not None and ov in packet.overloads() and _takes_tensors(getattr(packet, ov)):
                     found.append(f"aten::{b}.{ov}")
     return found
+
+
+def _takes_tensors(op) -> bool:
+    return any("Tensor" in str(a.type) for a in op._schema.arguments)
 
 
 # ---------------------------------------------------------------- unary float ops

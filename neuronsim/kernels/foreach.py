@@ -34,7 +34,7 @@ F32 = nl.float32
 # ---------------------------------------------------------------- the kernel
 
 
-def _broadcast_scalars(vector, n: int):
+def broadcast_scalars(vector, n: int):
     """``[128, n]`` fp32 SBUF copy of an HBM vector of ``n`` values, on every partition."""
     t = nl.ndarray((PARTITIONS, n), dtype=F32, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=vector.ap([[0, PARTITIONS], [1, n]], offset=vector.offset))
@@ -62,7 +62,7 @@ def multi_tensor(*views, n, lists, scalar, compute, params):
                 nisa.tensor_copy(dst=wide, src=scalars)
                 scalars = wide
         else:
-            scalars = _broadcast_scalars(src, count)
+            scalars = broadcast_scalars(src, count)
     for i in range(n):
         col = i if scalar == "each" else 0
 

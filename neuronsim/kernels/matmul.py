@@ -48,7 +48,7 @@ def _chunks(start, stop, step):
     return [(i, min(step, stop - i)) for i in range(start, stop, step)]
 
 
-def _load_kxm(dst, src_mk):
+def load_kxm(dst, src_mk):
     """dst [k, m] <- src_mk [m, k] (an HBM view): a DMA transpose if k is contiguous, else a load."""
     if src_mk.dims[1][0] == 1 and src_mk.dims[0][0] != 1 and src_mk.shape[0] > 1:
         nisa.dma_transpose(dst=dst, src=src_mk)
@@ -92,12 +92,12 @@ def matmul(out, a, b, bias=None):
 
         def stationary():
             t = nl.ndarray((kt, ms), dtype=a.dtype, buffer=nl.sbuf)
-            _load_kxm(t, a[m0:m0 + ms, k0:k0 + kt])
+            load_kxm(t, a[m0:m0 + ms, k0:k0 + kt])
             return t
 
         def moving():
             t = nl.ndarray((kt, ns), dtype=b.dtype, buffer=nl.sbuf)
-            _load_kxm(t, b[k0:k0 + kt, n0:n0 + ns].permute((1, 0)))
+            load_kxm(t, b[k0:k0 + kt, n0:n0 + ns].permute((1, 0)))
             return t
 
         return piece("a", (m0, k0), stationary), piece("b", (n0, k0), moving)

@@ -152,7 +152,7 @@ def plan_layer_norm(call: Call) -> Launch | None:
 # ---------------------------------------------------------------- backward
 
 
-def _column_sums(acc, src, ones):
+def column_sums(acc, src, ones):
     """``acc[c, j] += sum_rows(src[:, j*128 + c])`` on TensorE (``src.T @ ones``, PSUM accumulates)."""
     p = src.shape[0]
     for j, (c0, cs) in enumerate(_chunks(src.shape[1], COLS)):
@@ -219,9 +219,9 @@ def grad_rows(dyt, xt, mt, rs, w_t, want, sums, dtype):
     tmp = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
     if want["dw"]:
         nisa.tensor_tensor(dst=tmp, data1=dyt, data2=xh, op=A.multiply)
-        _column_sums(sums["dw"][0], tmp, sums["dw"][1])
+        column_sums(sums["dw"][0], tmp, sums["dw"][1])
     if want["db"]:
-        _column_sums(sums["db"][0], dyt, sums["db"][1])
+        column_sums(sums["db"][0], dyt, sums["db"][1])
     if not want["dx"]:
         return None
     g = dyt

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels.bridge import FLOAT_DTYPES
-from neuronsim.kernels.norm import _column_sums
+from neuronsim.kernels.norm import column_sums
 from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, native
 from neuronsim.kernels.tiling import FREE_MAX, PARTITIONS, coalesce, elementwise_tiles
 from neuronsim.sim.ir import ActFunc, AluOp
@@ -82,7 +82,7 @@ class Layout:
 # ---------------------------------------------------------------- the layout (planner side)
 
 
-def _coalesced(dims_per_view):
+def coalesced(dims_per_view):
     """Dims sorted by the first view's step (outermost first) and coalesced."""
     if not dims_per_view[0]:
         return (), [[] for _ in dims_per_view]
@@ -103,8 +103,8 @@ def plan_layout(x, out, dims, keepdim: bool, red: Reduction) -> Layout:
             kept_x.append(pair)
             kept_o.append((o_strides[j], x.shape[d]))
             j += 1
-    ks, (kxs, kos) = _coalesced([kept_x, kept_o])
-    rs, (rxs,) = _coalesced([red_x])
+    ks, (kxs, kos) = coalesced([kept_x, kept_o])
+    rs, (rxs,) = coalesced([red_x])
     kept = tuple(zip(ks, kxs, kos, strict=True))
     red_dims = tuple(zip(rs, rxs, strict=True))
     n_keep, n_red = math.prod(ks), math.prod(rs)
@@ -174,7 +174,7 @@ def _free_chunks(red) -> list[tuple[int, tuple]]:
     return chunks
 
 
-def _kept_walk(kept):
+def kept_walk(kept):
     """(input offset, output offset) of every kept index but the innermost; that one's (n, steps)."""
     kept = kept or ((1, 0, 0),)
     *outer, inner = kept
@@ -187,7 +187,7 @@ def _batches(x, layout: Layout) -> list[Batch]:
     batches = []
     if layout.scheme == "rows":
         free = _free_chunks(layout.red)
-        for xo, oo, (n, xs, os_) in _kept_walk(layout.kept):
+        for xo, oo, (n, xs, os_) in kept_walk(layout.kept):
             groups = []
             for p0 in range(0, n, P):
                 p = min(P, n - p0)
@@ -197,7 +197,7 @@ def _batches(x, layout: Layout) -> list[Batch]:
             batches.append(Batch(groups, oo, os_, n))
     else:  # spread: every kept index's reduced elements in [128, F] tiles
         pairs = [[s, n] for n, s in layout.red]
-        for xo, oo, (n, xs, os_) in _kept_walk(layout.kept):
+        for xo, oo, (n, xs, os_) in kept_walk(layout.kept):
             groups = []
             for i in range(n):
                 v = x.ap(pairs, offset=x.offset + xo + i * xs)
@@ -286,7 +286,7 @@ def reduction(*views, red: Reduction, layout: Layout):
             _reduce_group([r[:, i:i + 1] for r in results], x, b.groups[i], red, consts)
         for out, res in zip(outs, results, strict=True):
             if rows:
-                _store_columns(out, b.out_offset, b.out_step, res, b.n)
+                store_columns(out, b.out_offset, b.out_step, res, b.n)
             else:
                 nisa.dma_copy(dst=out.ap([[1, 1], [b.out_step, b.n]], offset=out.offset + b.out_offset),
                               src=res)
@@ -356,7 +356,7 @@ def _row_tiles(red):
 def _columns(out, x, red: Reduction, layout: Layout, consts):
     rows = list(_row_tiles(layout.red))
     blocks = [(xo, oo, f0, min(FREE_MAX, n - f0), xs, os_)
-              for xo, oo, (n, xs, os_) in _kept_walk(layout.kept) for f0 in range(0, n, FREE_MAX)]
+              for xo, oo, (n, xs, os_) in kept_walk(layout.kept) for f0 in range(0, n, FREE_MAX)]
     if len(rows) * len(blocks) > MAX_STEPS:
         raise Declined(f"{len(rows) * len(blocks)} loads")
     pw = rows[0][1]
@@ -371,7 +371,7 @@ def _columns(out, x, red: Reduction, layout: Layout, consts):
             t = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.sbuf)
             nisa.dma_copy(dst=t, src=x.ap([[ps, p], [xs, f]], offset=x.offset + xo + ro + f0 * xs))
             if red.op is A.add:
-                _column_sums(acc, t, consts((P, 1), t.dtype))  # PSUM accumulates across row tiles
+                column_sums(acc, t, consts((P, 1), t.dtype))  # PSUM accumulates across row tiles
             elif r == 0:
                 nisa.tensor_copy(dst=acc[:p], src=t)
             else:
@@ -386,10 +386,10 @@ def _columns(out, x, red: Reduction, layout: Layout, consts):
             acc = folded
         tile = nl.ndarray(acc.shape, dtype=out.dtype, buffer=nl.sbuf)
         _finish(tile, acc, red.divisor, red.sqrt)
-        _store_columns(out, oo + f0 * os_, os_, tile, f)
+        store_columns(out, oo + f0 * os_, os_, tile, f)
 
 
-def _store_columns(out, offset, step, t, n):
+def store_columns(out, offset, step, t, n):
     """Write column results (element ``j*128 + c`` at ``t[c, j]``) to ``n`` elements ``step`` apart."""
     full, tail = divmod(n, P)
     base = out.offset + offset

@@ -22,6 +22,7 @@ schedule to the device clock with its launch overhead, FLOPs, engine busy times 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from neuronsim.kernels.bridge import (
     dummy_array,
     hbm_view,
     operand_of,
+    aliasing,
     overlaps,
     same_view,
 )
@@ -142,9 +144,9 @@ def _arg_key(a):
             if a.dim() or a.numel() != 1:
                 raise _Decline
             return ("cpu", a.dtype, _scalar_key(a.item()))
-        return (a.dtype, a.shape, a.stride())
+        return a.dtype, a.shape, a.stride()
     if isinstance(a, list | tuple):
-        return tuple(_arg_key(x) for x in a)
+        return tuple(map(_arg_key, a))
     if isinstance(a, float | int | bool):
         return _scalar_key(a)
     return a
@@ -166,25 +168,25 @@ def _runtime_key(a):
     return ("rt", type(a).__name__)
 
 
-def signature_key(op, args: tuple, kwargs: dict, runtime: frozenset = frozenset()) -> tuple:
-    """(op, per-argument keys, keyword keys, the aliasing of a written ``self``).
+def signature_key(args: tuple, kwargs: dict, runtime: frozenset = frozenset(), inplace: bool = False) -> tuple:
+    """(per-argument keys, keyword keys, the aliasing of a written ``self``): the key of one op's
+    cache (each op has its own, so the op is not part of it).
 
     Arguments whose position (or, passed by keyword, name) is in ``runtime`` enter by kind only
     (their values reach the kernel per call). Raises :class:`_Decline` for calls no kernel takes.
-    Each written operand of an in-place op is either the same view as an input (that input is the
-    output) or disjoint from it; anything else declines, as a kernel reading and writing
-    overlapping different views would be order-dependent. A written list (``_foreach_*_``) is
-    checked element by element against the same element of the other lists, as ATen's
+    Each written operand of an in-place op (``inplace``) is either the same view as an input (that
+    input is the output) or disjoint from it; anything else declines, as a kernel reading and
+    writing overlapping different views would be order-dependent. A written list (``_foreach_*_``)
+    is checked element by element against the same element of the other lists, as ATen's
     multi-tensor kernels pair them.
     """
     if runtime:
-        key = [op, tuple(_runtime_key(a) if i in runtime else _arg_key(a) for i, a in enumerate(args))]
+        key = [tuple(_runtime_key(a) if i in runtime else _arg_key(a) for i, a in enumerate(args))]
     else:
-        key = [op, tuple(_arg_key(a) for a in args)]
+        key = [tuple(map(_arg_key, args))]
     if kwargs:
         key.append(tuple((k, _runtime_key(v) if k in runtime else _arg_key(v)) for k, v in kwargs.items()))
-    plan = plan_for(op)
-    if plan.kind is WrapperKind.INPLACE and args:
+    if inplace and args:
         written = args[0]
         others = (*args[1:], *kwargs.values())
         aliases = []
@@ -207,11 +209,10 @@ def signature_key(op, args: tuple, kwargs: dict, runtime: frozenset = frozenset(
 
 
 def _alias(read: Tensor, written: Tensor) -> bool:
-    if same_view(read, written):
-        return True
-    if overlaps(read, written):
+    same = aliasing(read, written)
+    if same is None:
         raise _Decline
-    return False
+    return same
 
 
 # ---------------------------------------------------------------- cache entries
@@ -244,6 +245,14 @@ class Entry:
     output_bytes: tuple[int, ...] = ()  # storage bytes of each fresh output
     _bases: tuple | None = None  # (core memory, template bases) for the calling thread's core
 
+    def __post_init__(self):
+        # What every run needs, derived once: the per-call path only indexes.
+        self.duration_ns = self.prepared.timeline.total_ns
+        self._gather = _gatherer(self.input_positions)
+        self._operand_sel = tuple((_ROLES[r.role], r.index) for r in self.operand_refs)
+        self._fresh = tuple((size, stride, dtype, nbytes) for (size, stride, dtype), nbytes
+                            in zip(self.output_specs, self.output_bytes, strict=True))
+
     @property
     def program(self):
         return self.prepared.program
@@ -267,19 +276,25 @@ class Entry:
         return bases
 
     def run(self, args: tuple, kwargs: dict, opts=None):
-        inputs = gather_inputs(self.input_positions, args, kwargs)
-        if self.admit is not None and not self.admit(inputs):
-            return NotImplemented  # the chokepoint runs this call on the host
-        index = inputs[0].get_device()
         if opts is None:
             opts = current_options()
-        if opts.numerics == "fast" and self.result is None:
+        fast = opts.numerics == "fast" and self.result is None
+        if fast and self.admit is None:  # the host reads the arguments itself: only the device is needed
+            pos, name, element = self.input_positions[0]
+            first = args[pos] if pos < len(args) else kwargs[name]
+            inputs = [first if element is None else first[element]]
+        else:
+            inputs = self._gather(args, kwargs)
+            if self.admit is not None and not self.admit(inputs):
+                return NotImplemented  # the chokepoint runs this call on the host
+        index = inputs[0].get_device()
+        if fast:
             result = run_on_host(self.plan, args, kwargs, charge=False)
         else:
             outputs = self._outputs(inputs, index)
             scalars = runtime_scalars(self.runtime, args, kwargs) if self.runtime else None
-            operands = [inputs[r.index] if r.role == "in" else outputs[r.index] if r.role == "out"
-                        else scalars for r in self.operand_refs]
+            sources = (inputs, outputs, (scalars,))
+            operands = [sources[role][i] for role, i in self._operand_sel]
             if opts.executor == "reference":
                 arrays = bind_arrays(self.program, self.hbm_slots, operands, self.fixed_arrays)
                 sim.run(self.program, arrays, self.prepared.chip, executor="reference")
@@ -292,7 +307,7 @@ class Entry:
         clock.clock(index).charge_kernel(
             self.name,
             self.signature,
-            self.prepared.timeline.total_ns,
+            self.duration_ns,
             self.bytes,
             kernel=self.prepared,
             flops=self.flops,
@@ -304,7 +319,7 @@ class Entry:
         if self.written:
             return inputs[: self.written]
         return [memory.empty_strided(size, stride, dtype, index, nbytes)
-                for (size, stride, dtype), nbytes in zip(self.output_specs, self.output_bytes, strict=True)]
+                for size, stride, dtype, nbytes in self._fresh]
 
     def _result(self, args, outputs):
         if self.written:
@@ -317,6 +332,20 @@ class Entry:
 
 
 InputPosition = tuple[int, str, "int | None"]  # (argument position, name, list element or None)
+_ROLES = {"in": 0, "out": 1, "rt": 2}
+
+
+def _gatherer(positions: tuple[InputPosition, ...]):
+    """``gather_inputs`` for one entry's positions. A signature fixes how many arguments come
+    positionally (the key has one part per positional argument), so inputs that are whole
+    positional arguments are a plain index."""
+    if all(element is None and pos < 10_000 for pos, _, element in positions):
+        picks = tuple(pos for pos, _, _ in positions)
+        if len(picks) == 1:
+            (only,) = picks
+            return lambda args, kwargs: [args[only]]
+        return lambda args, kwargs: [args[p] for p in picks]
+    return functools.partial(gather_inputs, positions)
 
 
 def gather_inputs(positions: tuple[InputPosition, ...], args: tuple, kwargs: dict) -> list[Tensor]:
@@ -342,8 +371,11 @@ def runtime_scalars(runtime: tuple[tuple[int, str, object], ...], args: tuple, k
 
 def _written_self(plan: OpPlan) -> bool:
     """In-place ops the kernels take: ``self`` (a tensor or a list) is the only written argument,
-    returned (``add_``) or not (``_foreach_add_``)."""
-    return plan.written == ((0, "self"),) and plan.returns in (((ReturnKind.WRITE, (0, "self")),), ())
+    returned (``add_``) or not (``_foreach_add_``); or the written arguments are the leading ones
+    and nothing is returned (``_fused_adam_``: params, grads and the optimizer states)."""
+    if plan.written == ((0, "self"),):
+        return plan.returns in (((ReturnKind.WRITE, (0, "self")),), ())
+    return not plan.returns and tuple(pos for pos, _ in plan.written) == tuple(range(len(plan.written)))
 
 
 class NativeOp:
@@ -361,13 +393,14 @@ class NativeOp:
                              if a.name in runtime)
         # positions and keyword names: the key leaves their values out
         self._runtime_positions = frozenset((*(pos for pos, _, _ in self.runtime), *runtime))
+        self._inplace = self.plan.kind is WrapperKind.INPLACE
         self.entries: dict[tuple, Entry | object] = {}
         self._lock = threading.Lock()
 
     def __call__(self, op, args: tuple, kwargs: dict):
         opts = current_options()
         try:
-            key = (opts.chip, *signature_key(op, args, kwargs, self._runtime_positions))
+            key = (opts.chip, signature_key(args, kwargs, self._runtime_positions, self._inplace))
         except _Decline:
             return NotImplemented
         entry = self.entries.get(key)
@@ -394,7 +427,8 @@ class NativeOp:
         if positions is None:
             return _DECLINED
         inputs = gather_inputs(positions, args, kwargs)
-        written = sum(1 for pos, _, _ in positions if pos == 0) if plan.kind is WrapperKind.INPLACE else 0
+        leading = len(plan.written)  # the written arguments come first: their inputs are the outputs
+        written = sum(1 for pos, _, _ in positions if pos < leading) if plan.kind is WrapperKind.INPLACE else 0
         outputs, complete = _meta_outputs(self.op, args, kwargs)
         if outputs is None or any(t.numel() == 0 for t in inputs):
             return _DECLINED

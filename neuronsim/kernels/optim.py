@@ -1,0 +1,246 @@
+"""Fused optimizer steps (``_fused_adam_`` / ``_fused_adamw_``): ``torch.optim.Adam(fused=True)``.
+
+One Program per call updates every parameter of the lists, like ATen's multi-tensor kernel: for
+each list position the param, grad and state tensors are walked together in ``[128, F]`` tiles
+(``tiling.elementwise_tiles``), loaded by DMA, updated in fp32 on the engines and stored back, so
+each element is read and written once per step.
+
+The step count is a device tensor per parameter (``state_steps``, incremented on the device just
+before the call), so the bias corrections are computed on the chip, not read on the host (a read
+would synchronize, and a value in the signature would trace a Program per step): the steps are
+broadcast into a ``[128, n]`` tile and ``1 - beta^step`` is taken as ``-expm1(step * ln beta)`` =
+``-2t / (1 - t)`` with ``t = tanh(step * ln(beta) / 2)`` on ScalarE — exact to a few fp32 ulps
+even at step 1, where ``1 - exp(...)`` would cancel (``1 - 0.999`` keeps ~4 significant bits of
+an fp32 ``0.999``). Column ``i`` of the results is parameter ``i``'s ``[P, 1]`` operand.
+
+``lr`` is a runtime scalar (schedulers change it every step; one Program serves them all). The
+betas, eps and weight decay are part of the signature: they are constant in practice, and as
+statics their derived coefficients (``1 - beta2``, ``ln beta``) are computed in float64 as ATen
+does — an fp32 runtime ``beta2`` would already be ``1.3e-5`` off in ``1 - beta2``.
+
+Per element, in ATen-CPU's order (``FusedAdamKernel.cpp``; bf16/fp16 compute in fp32 and round
+each stored tensor once): ``g = ±grad (+ wd * param)``, AdamW's ``param *= 1 - lr * wd``,
+``m = lerp(m, g, 1 - beta1)``, ``v = beta2 * v + ((1 - beta2) * g) * g``, amsgrad's
+``vmax = max(vmax, v)``, ``param += (-step_size * m) / (sqrt(v) / sqrt(bc2) + eps)``.
+The work is split so that VectorE (the lerp, ``v``, ``denom``), GpSimd (the other two-input
+products, the quotient and the final add) and ScalarE (the products by a scalar, the square root)
+each take about a third; the DMAs cast 16-bit states on the store.
+ATen-CPU walks each tensor's memory, not its indices; the kernel does the same (flat tiles over a
+dense layout), so tensors at one list position must share one dense layout (what autograd and
+``zeros_like`` give). Other layouts, ``grad_scale`` / ``found_inf`` (AMP) and a device ``lr``
+tensor fall back to the host.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import neuronsim.nki.isa as nisa
+import neuronsim.nki.language as nl
+from neuronsim.device import dispatch
+from neuronsim.kernels.bridge import FLOAT_DTYPES, span_of
+from neuronsim.kernels.foreach import broadcast_scalars, lerp
+from neuronsim.kernels.registry import IN, RUNTIME, Call, Launch, NativeOp, native
+from neuronsim.kernels.tiling import PARTITIONS, elementwise_tiles
+from neuronsim.sim.ir import ActFunc, AluOp
+
+A = AluOp
+F32 = nl.float32
+ENG = nisa.engine
+
+
+def _f32(shape):
+    return nl.ndarray(shape, dtype=F32, buffer=nl.sbuf)
+
+
+# ---------------------------------------------------------------- per-parameter scalars
+
+
+def _load_steps(steps, n):
+    """``[128, n]`` fp32: column ``i`` is ``state_steps[i]`` on every partition."""
+    t = _f32((PARTITIONS, n))
+    for i, s in enumerate(steps):
+        nisa.dma_copy(dst=t[:, i:i + 1], src=s.ap([[0, PARTITIONS], [1, 1]], offset=s.offset))
+    return t
+
+
+def _bias_correction(steps, beta: float):
+    """``1 - beta ** steps`` = ``-2t / (1 - t)``, ``t = tanh(steps * ln(beta) / 2)`` (no cancellation)."""
+    out = _f32(steps.shape)
+    if beta == 0.0:  # 0 ** step = 0 for every step >= 1
+        nisa.memset(dst=out, value=1.0)
+        return out
+    t = _f32(steps.shape)
+    nisa.activation(dst=t, op=ActFunc.tanh, data=steps, scale=math.log(beta) / 2)
+    one_minus_t = _f32(steps.shape)
+    nisa.tensor_scalar(dst=one_minus_t, data=t, op0=A.subtract, operand0=1.0, reverse0=True)
+    nisa.scalar_tensor_tensor(dst=out, data=t, op0=A.multiply, operand0=-2.0, op1=A.divide,
+                              operand1=one_minus_t)
+    return out
+
+
+def _step_scalars(steps, rt, n, beta1, beta2, weight_decay, adamw):
+    """(``-lr / bc1``, ``sqrt(bc2)``: ``[128, n]``; AdamW's ``1 - lr * wd``: ``[128, 1]`` or None)."""
+    lr = broadcast_scalars(rt, 1)
+    bc1 = _bias_correction(steps, beta1)
+    neg_step = _f32((PARTITIONS, n))
+    nisa.tensor_scalar(dst=neg_step, data=bc1, op0=A.divide, operand0=lr, reverse0=True,
+                       op1=A.multiply, operand1=-1.0)
+    bc2_sqrt = _bias_correction(steps, beta2)
+    nisa.activation(dst=bc2_sqrt, op=ActFunc.sqrt, data=bc2_sqrt)
+    decay = None
+    if adamw and weight_decay != 0.0:
+        decay = _f32((PARTITIONS, 1))
+        nisa.tensor_scalar(dst=decay, data=lr, op0=A.multiply, operand0=weight_decay,
+                           op1=A.subtract, operand1=1.0, reverse1=True)
+    return neg_step, bc2_sqrt, decay
+
+
+# ---------------------------------------------------------------- the kernel
+
+
+def adam_kernel(*views, n, amsgrad, maximize, adamw, beta1, beta2, weight_decay, eps):
+    """Views: params, grads, exp_avgs, exp_avg_sqs, (max_exp_avg_sqs,) state_steps (``n`` each),
+    then the runtime scalars ``[lr]``."""
+    lists = 5 if amsgrad else 4
+    groups = [views[k * n:(k + 1) * n] for k in range(lists + 1)]
+    steps = _load_steps(groups[-1], n)
+    neg_step, bc2_sqrt, decay = _step_scalars(steps, views[-1], n, beta1, beta2, weight_decay, adamw)
+    coefs = {"beta1": beta1, "beta2": beta2, "weight_decay": weight_decay, "eps": eps,
+             "maximize": maximize, "adamw": adamw}
+    for i in range(n):
+        # one layout, dense (the planner checks): walked as flat memory, as ATen-CPU walks it
+        size = math.prod(groups[0][i].shape)
+        tensors = [g[i].ap([[1, size]], offset=g[i].offset) for g in groups[:lists]]
+        tiles = elementwise_tiles(tensors)
+        for j in nl.affine_range(len(tiles)):
+            tile = tiles[j]
+            p = tile.partitions
+            cols = (neg_step[:p, i:i + 1], bc2_sqrt[:p, i:i + 1], None if decay is None else decay[:p])
+            _update_tile(tile, tensors, cols, **coefs)
+
+
+def _update_tile(tile, tensors, cols, beta1, beta2, weight_decay, eps, maximize, adamw):
+    """One tile of every tensor at a list position. Each product and quotient is ATen's, in ATen's
+    order; the split across engines only decides which engine rounds it (all compute fp32)."""
+    shape = (tile.partitions, tile.free)
+    loaded = []
+    for k, v in enumerate(tensors):
+        t = nl.ndarray(shape, dtype=v.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=tile.of(k, v))
+        loaded.append(t)
+    param, grad, exp_avg, exp_avg_sq = loaded[:4]
+    neg_step, bc2_sqrt, decay = cols
+
+    g = grad
+    if maximize:  # -grad is exact in any dtype: in place
+        nisa.activation(dst=grad, op=ActFunc.copy, data=grad, scale=-1.0)
+    if weight_decay != 0.0 and not adamw:  # g = g + param * wd
+        g = _f32(shape)
+        nisa.activation(dst=g, op=ActFunc.copy, data=param, scale=weight_decay)
+        nisa.tensor_tensor(dst=g, data1=g, data2=grad, op=A.add, engine=ENG.gpsimd)
+    param_in = param
+    if decay is not None:  # AdamW: param * (1 - lr * wd), kept in fp32
+        param_in = _f32(shape)
+        nisa.activation(dst=param_in, op=ActFunc.copy, data=param, scale=decay)
+
+    m = _f32(shape)
+    lerp(m, exp_avg, g, None, 1.0 - beta1)  # ATen: exp_avg.lerp_(grad, 1 - beta1)
+    v = _f32(shape)  # ((1 - beta2) * g) * g, then v * beta2 + that
+    nisa.activation(dst=v, op=ActFunc.copy, data=g, scale=1.0 - beta2)
+    nisa.tensor_tensor(dst=v, data1=v, data2=g, op=A.multiply, engine=ENG.gpsimd)
+    nisa.scalar_tensor_tensor(dst=v, data=exp_avg_sq, op0=A.multiply, operand0=beta2, op1=A.add, operand1=v)
+    stored = [(m, 2), (v, 3)]
+    peak = v
+    if len(loaded) == 5:  # amsgrad
+        peak = _f32(shape)
+        nisa.tensor_tensor(dst=peak, data1=loaded[4], data2=v, op=A.maximum, engine=ENG.gpsimd)
+        stored.append((peak, 4))
+
+    denom = _f32(shape)  # sqrt(v) / sqrt(bc2) + eps
+    nisa.activation(dst=denom, op=ActFunc.sqrt, data=peak)
+    nisa.tensor_scalar(dst=denom, data=denom, op0=A.divide, operand0=bc2_sqrt, op1=A.add, operand1=eps)
+    update = _f32(shape)  # (-step_size * m) / denom
+    nisa.activation(dst=update, op=ActFunc.copy, data=m, scale=neg_step)
+    nisa.tensor_tensor(dst=update, data1=update, data2=denom, op=A.divide, engine=ENG.gpsimd)
+    nisa.tensor_tensor(dst=param, data1=param_in, data2=update, op=A.add, engine=ENG.gpsimd)
+    nisa.dma_copy(dst=tile.of(0, tensors[0]), src=param)
+    for t, k in stored:  # a 16-bit state rounds on the DMA's cast (the DMA engines have time to spare)
+        nisa.dma_copy(dst=tile.of(k, tensors[k]), src=t)
+
+
+# ---------------------------------------------------------------- planner
+
+
+def _finite(*xs) -> bool:
+    return all(isinstance(x, float | int) and not isinstance(x, bool) and math.isfinite(x) for x in xs)
+
+
+def _dense(t) -> bool:
+    """Its elements fill its span once (a permuted contiguous layout): its memory is its elements."""
+    expected = 1
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride(), strict=True) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _disjoint(tensors) -> bool:
+    """No two of the written tensors share memory (the key checks only params against the rest)."""
+    spans = sorted((t.data_ptr(), t.data_ptr() + span_of(t.shape, t.stride()) * t.element_size())
+                   for t in tensors)
+    return all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+class HostLr(NativeOp):
+    """The ``tensor_lr`` overloads with a host ``lr`` tensor (what ``Adam(lr=torch.tensor(...))``
+    passes on this device): the float overload's Programs on ``lr.item()``, as ATen reads it (lr is
+    a runtime value either way, and these overloads have no meta kernel to plan with). A device
+    ``lr`` tensor falls back: reading it for every call would synchronize."""
+
+    def __call__(self, op, args, kwargs):
+        lr = kwargs.get("lr")
+        float_op = op.overloadpacket.default
+        kernel = dispatch.NATIVE_KERNELS.get(float_op)
+        if kernel is None or not (isinstance(lr, torch.Tensor) and lr.is_cpu and lr.numel() == 1):
+            return NotImplemented
+        return kernel(float_op, args, {**kwargs, "lr": lr.item()})
+
+
+@native("aten::_fused_adam_.tensor_lr", "aten::_fused_adamw_.tensor_lr", runtime=("lr",), kernel=HostLr)
+@native("aten::_fused_adam_.default", "aten::_fused_adamw_.default", runtime=("lr",))
+def plan_fused_adam(call: Call) -> Launch | None:
+    kw = call.kwargs
+    amsgrad, maximize = bool(kw.get("amsgrad")), bool(kw.get("maximize"))
+    beta1, beta2 = kw.get("beta1"), kw.get("beta2")
+    weight_decay, eps = kw.get("weight_decay"), kw.get("eps")
+    if kw.get("grad_scale") is not None or kw.get("found_inf") is not None:
+        return None  # AMP's unscale-and-skip: on the host
+    if not (_finite(beta1, beta2, weight_decay, eps) and 0 <= beta1 < 1 and 0 <= beta2 < 1):
+        return None
+    lists = [call.inputs_of(k) for k in range(5 if amsgrad else 4)]
+    steps = call.inputs_of(5)
+    n = len(lists[0])
+    # ATen's own checks (the host raises its error): n of each, max_exp_avg_sqs only with amsgrad
+    if any(len(lst) != n for lst in (*lists, steps)) or len(call.inputs_of(4)) != (n if amsgrad else 0):
+        return None
+    for i in range(n):
+        group = [lst[i] for lst in lists]
+        if group[0].dtype not in FLOAT_DTYPES or len({(t.dtype, t.shape, t.stride()) for t in group}) != 1:
+            return None  # ATen-CPU pairs the elements in memory order: only one layout means one pairing
+        if not _dense(group[0]):
+            return None
+        if steps[i].dtype != torch.float32 or steps[i].numel() != 1:
+            return None
+    # params, grads, exp_avgs, exp_avg_sqs, (max_exp_avg_sqs,) state_steps: argument positions
+    picked = (*range(len(lists)), 5)
+    operands = [IN(k) for pos in picked for k, p in enumerate(call.input_args) if p == pos]
+    written = len(call.inputs) - len(steps)
+    statics = {"n": n, "amsgrad": amsgrad, "maximize": maximize, "adamw": "adamw" in call.op.name(),
+               "beta1": float(beta1), "beta2": float(beta2), "weight_decay": float(weight_decay),
+               "eps": float(eps)}
+    return Launch(adam_kernel, (*operands, RUNTIME), statics,
+                  admit=lambda inputs: _disjoint(inputs[:written]))
