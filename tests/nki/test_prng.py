@@ -147,7 +147,7 @@ def _raises(body, cls, match):
 
     with pytest.raises(cls, match=match) as info:
         k.specialize((X,))
-    assert "test_rng.py" in str(info.value)
+    assert "test_prng.py" in str(info.value)
 
 
 def _tile(shape, dtype, buffer=nl.sbuf):
