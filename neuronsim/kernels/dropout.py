@@ -148,4 +148,5 @@ def plan_native_dropout_backward(call: Call) -> Launch | None:
         return None
     if not isinstance(scale, float | int):
         return None
-    return Launch(elementwise, (OUT(0), IN(0), IN(1)), {"compute": masked_scale, "params": {"scale": float(scale)}})
+    params = {"compute": masked_scale, "params": {"scale": float(scale)}}
+    return Launch(elementwise, (OUT(0), IN(0), IN(1)), params)

@@ -54,7 +54,8 @@ def test_keep_fraction_is_within_a_statistical_bound(p):
     assert abs(keep - (1 - p)) < 5 * sigma + 2**-16, (keep, 1 - p)  # 2**-16: the threshold's resolution
     per_row = mask.view(128, 512).float().mean(dim=1)  # no partition or column is special
     per_col = mask.view(128, 512).float().mean(dim=0)
-    assert per_row.std() < 3 * math.sqrt(p * (1 - p) / 512) and per_col.std() < 3 * math.sqrt(p * (1 - p) / 128)
+    assert per_row.std() < 3 * math.sqrt(p * (1 - p) / 512)
+    assert per_col.std() < 3 * math.sqrt(p * (1 - p) / 128)
 
 
 def test_manual_seed_repeats_the_masks_and_successive_calls_differ():
@@ -162,7 +163,8 @@ def test_train_gpt_with_dropout_runs_natively():
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
     import train_gpt
 
-    args = ["--steps", "2", "--batch", "2", "--block", "16", "--quiet", "--device", "neuron", "--dropout", "0.1"]
+    args = ["--steps", "2", "--batch", "2", "--block", "16", "--quiet", "--device", "neuron",
+            "--dropout", "0.1"]
     losses = train_gpt.main(args)
     assert ran_natively(FWD) and ran_natively(BWD)
     assert set(torch.neuron.get_fallback_ops()) <= {"aten::arange.start_out"}  # int64 position ids

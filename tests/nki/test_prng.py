@@ -96,8 +96,6 @@ def test_unseeded_rng_is_deterministic_seed_zero():
 
 
 def test_nisa_dropout_scalar_and_per_partition_prob():
-    probs = np.linspace(0, 1, 128, dtype=np.float32).reshape(128, 1)
-
     def body(x):
         p = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.iota(dst=p, pattern=[[0, 1]], offset=0, channel_multiplier=1)
@@ -114,7 +112,8 @@ def test_nisa_dropout_scalar_and_per_partition_prob():
     out, _ = _seeded(body)
     u = uniform_of(stream_bits(1234, 0, 2 * X.size))
     drop_a = u[: X.size].reshape(X.shape) < np.float32(0.25)
-    drop_b = u[X.size:].reshape(X.shape) < (np.arange(128, dtype=np.float32) * np.float32(1.0 / 127)).reshape(128, 1)
+    probs = (np.arange(128, dtype=np.float32) * np.float32(1.0 / 127)).reshape(128, 1)  # iota * (1/127)
+    drop_b = u[X.size:].reshape(X.shape) < probs
     assert np.array_equal(out[:, :64], np.where(drop_a, 0, X))
     assert np.array_equal(out[:, 64:], np.where(drop_b, 0, X))
     assert np.all(out[-1, 64:] == 0) and np.array_equal(out[0, 64:], X[0])

@@ -499,7 +499,8 @@ def gen_dropout(g: Gen) -> None:
     dst = g.operand(ON_CHIP, p, nums, write=True)
     if dst is None:
         return
-    srcs = [g.operand(ON_CHIP, p, nums, dtypes={dst.dtype}), g.operand(ON_CHIP, 1, [1], dtypes=RNG_STATE_DTYPES)]
+    srcs = [g.operand(ON_CHIP, p, nums, dtypes={dst.dtype}),
+            g.operand(ON_CHIP, 1, [1], dtypes=RNG_STATE_DTYPES)]
     imm = {"offset": g.r.randrange(2**32)}
     if g.chance(0.3):
         srcs.append(g.operand(ON_CHIP, p, [1], dtypes={DType.float32}))
