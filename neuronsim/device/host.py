@@ -96,13 +96,18 @@ _FAST_KINDS: dict[str, str | None] = {}  # op name -> its short path's kind, or 
 
 
 def _fast_kind(plan: OpPlan) -> str | None:
-    """The schema's short path ("fresh", "self"), or "none" for an in-place op that writes only
-    ``self`` and returns nothing (``_foreach_add_``)."""
+    """The schema's short path ("fresh", "self"); "none" for an in-place op that writes only
+    ``self`` and returns nothing (``_foreach_add_``); "fresh_many" for a functional op with several
+    fresh results (``native_layer_norm``)."""
     if plan.fast_path is not None:
         return plan.fast_path
-    if (plan.generator is None and not plan.seeded and plan.kind is WrapperKind.INPLACE
-            and not plan.returns and plan.written == ((0, "self"),)):
+    if plan.generator is not None or plan.seeded:
+        return None
+    if plan.kind is WrapperKind.INPLACE and not plan.returns and plan.written == ((0, "self"),):
         return "none"
+    if plan.kind is WrapperKind.FUNCTIONAL and len(plan.returns) > 1 \
+            and all(kind is ReturnKind.FRESH for kind, _ in plan.returns):
+        return "fresh_many"
     return None
 
 
@@ -163,6 +168,8 @@ def _run_fast(plan: OpPlan, fast: str, args: tuple, kwargs: dict, charge: bool =
         if not isinstance(result, Tensor):
             return _finish_other_result(plan, result, signature, bytes_in, index, charge)
         out = adopt(result, index) if result.is_cpu else result
+    elif fast == "fresh_many":
+        return _finish_other_result(plan, tuple(result), signature, bytes_in, index, charge)
     else:
         out = args[0] if fast == "self" else None
     if charge:

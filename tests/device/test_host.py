@@ -1,0 +1,100 @@
+"""The host fallback's short path (device tensors alone or in lists, several fresh results, in-place
+ops returning nothing) gives what the general path gives: values, results adopted on the device,
+the clock's bytes and signature; and the 64-bit widening answer cached per argument layout."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from neuronsim.device import clock, dispatch, hbm, host
+from neuronsim.options import options
+
+
+@pytest.fixture
+def no_native_kernels():
+    saved = dict(dispatch.NATIVE_KERNELS)
+    dispatch.NATIVE_KERNELS.clear()
+    yield
+    dispatch.NATIVE_KERNELS.update(saved)
+
+
+def _last_fallback(fn):
+    device_clock = clock.clock(0)
+    before = len(device_clock.events())
+    result = fn()
+    events = device_clock.events()[before:]
+    assert [e.kind for e in events] == ["launch", "to_host", "to_device"]
+    return result, events
+
+
+def _lists(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.rand(5, 3, generator=g) + 0.5, torch.rand(7, generator=g) + 0.5, torch.rand(2, 2, 2, generator=g) + 0.5]
+
+
+def test_a_foreach_fallback_charges_every_tensor_of_its_lists(no_native_kernels):
+    xs, ys = _lists(0), _lists(1)
+    dx, dy = [x.to("neuron") for x in xs], [y.to("neuron") for y in ys]
+    torch.neuron.clear_op_tracking()
+    _, (launch, to_host, to_device) = _last_fallback(lambda: torch._foreach_add_(dx, dy, alpha=0.5))
+    torch._foreach_add_(xs, ys, alpha=0.5)
+    assert all(torch.equal(d.cpu(), x) for d, x in zip(dx, xs, strict=True))
+    assert torch.neuron.get_fallback_ops() == ["aten::_foreach_add_.List"]
+    assert to_host.bytes == sum(t.nbytes for t in dx + dy) and to_device.bytes == sum(t.nbytes for t in dx)
+    assert launch.signature == tuple((t.dtype, t.shape) for t in dx + dy)
+
+
+def test_fresh_list_and_tuple_results_are_device_tensors_charged_to_hbm(no_native_kernels):
+    xs = _lists(2)
+    dx = [x.to("neuron") for x in xs]
+    ledger = hbm.ledger(0)
+    before = ledger.allocated_bytes
+    roots, (_, _, to_device) = _last_fallback(lambda: torch._foreach_sqrt(dx))
+    assert all(r.device.type == "neuron" and torch.equal(r.cpu(), x.sqrt()) for r, x in zip(roots, xs, strict=True))
+    assert to_device.bytes == sum(r.nbytes for r in roots)
+    assert ledger.allocated_bytes - before >= sum(r.nbytes for r in roots)
+    x, w, b = torch.randn(4, 6), torch.randn(6), torch.randn(6)
+    got = torch.native_layer_norm(x.to("neuron"), (6,), w.to("neuron"), b.to("neuron"), 1e-5)
+    expected = torch.native_layer_norm(x, (6,), w, b, 1e-5)
+    assert isinstance(got, tuple) and len(got) == 3
+    assert all(g.device.type == "neuron" and torch.equal(g.cpu(), e) for g, e in zip(got, expected, strict=True))
+
+
+def test_a_list_holding_a_cpu_tensor_still_raises_torchs_device_error(no_native_kernels):
+    a = [torch.ones(3, device="neuron"), torch.ones(3, device="neuron")]
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch._foreach_add_(a, [torch.ones(3, device="neuron"), torch.ones(3)])
+
+
+def test_fast_numerics_foreach_ops_match_the_cpu_and_run_natively():
+    xs, ys, zs = _lists(3), _lists(4), _lists(5)
+    dx, dy, dz = ([t.to("neuron") for t in ts] for ts in (xs, ys, zs))
+    torch.neuron.clear_op_tracking()
+    with options(numerics="fast"):
+        torch._foreach_addcdiv_(dx, dy, dz, [0.1, -0.2, 0.3])
+        droots = torch._foreach_sqrt(dx)
+    torch._foreach_addcdiv_(xs, ys, zs, [0.1, -0.2, 0.3])
+    roots = torch._foreach_sqrt(xs)
+    assert all(torch.equal(d.cpu(), x) for d, x in zip(dx, xs, strict=True))
+    assert all(torch.equal(d.cpu(), r) for d, r in zip(droots, roots, strict=True))
+    assert torch.neuron.get_fallback_ops() == []
+    assert {"aten::_foreach_addcdiv_.ScalarList", "aten::_foreach_sqrt"} <= set(torch.neuron.get_executed_ops())
+
+
+def test_the_widening_answer_is_cached_per_layout_not_per_op(no_native_kernels):
+    """float64 computes in float32 on the device; a 0-dim float64 leaves a float32 result float32,
+    a 1-dim one makes it float64 (ATen's promotion): the cache must tell the two calls apart."""
+    host._widen_cache.clear()
+    f32 = torch.ones(3, device="neuron")
+    scalar64 = torch.tensor(2.0, dtype=torch.float64, device="neuron")
+    vector64 = torch.full((3,), 2.0, dtype=torch.float64, device="neuron")
+    for _ in range(2):
+        assert (f32 * scalar64).dtype == torch.float32
+        assert (f32 * vector64).dtype == torch.float64
+        i64 = torch.arange(4, device="neuron")
+        assert (i64 * 3).dtype == torch.int64 and (i64 * 3).cpu().tolist() == [0, 3, 6, 9]
+    # One entry per layout (the second round hit them), each with its own answer.
+    answers = [frozenset(found) for key, found in host._widen_cache.items() if key[0] == "aten::mul.Tensor"]
+    expected = [frozenset(), frozenset({torch.float32}), frozenset({torch.int32})]
+    assert sorted(answers, key=str) == sorted(expected, key=str)
