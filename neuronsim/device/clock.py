@@ -18,6 +18,7 @@ import time
 from typing import Any, NamedTuple
 
 from neuronsim.device import settings
+from neuronsim.options import current as current_options
 
 DEFAULT_CAPACITY = 1 << 16
 
@@ -61,14 +62,19 @@ class DeviceClock:
         self._records: collections.deque = collections.deque(maxlen=capacity)
         self._chip_name: str | None = None
         self._costs: _Costs | None = None
+        self._options = None  # the options object the costs were last read under
         self.host_bytes_to_host = 0
         self.host_bytes_to_device = 0
 
     # ---- charging -------------------------------------------------------------------------------
     def _current_costs(self) -> _Costs:
+        opts = current_options()
+        if opts is self._options:  # options are frozen: the same object, the same chip
+            return self._costs
         name = settings.chip().name
         if name != self._chip_name:
             self._costs, self._chip_name = _costs_for_chip(), name
+        self._options = opts
         return self._costs
 
     def charge_fallback(self, name: str, signature: tuple, bytes_in: int, bytes_out: int) -> None:

@@ -41,15 +41,14 @@ def unregister_native_kernel(op: torch._ops.OpOverload) -> None:
 
 
 def execute(op: torch._ops.OpOverload, *args, **kwargs):
-    plan = plan_for(op)
     try:
         native = NATIVE_KERNELS.get(op)
         if native is not None:
             result = native(op, args, kwargs)
             if result is not NotImplemented:
-                tracking.record_native(plan.name)
+                tracking.record_native(op.name())
                 return result
-        return run_on_host(plan, args, kwargs)
+        return run_on_host(plan_for(op), args, kwargs)
     except NeuronSimError as exc:
         raise as_torch_error(exc) from exc
 

@@ -63,7 +63,7 @@ def empty_strided(size, stride, dtype: torch.dtype, index: int, nbytes: int | No
     ledger = hbm.ledger(index)
     ledger.check(nbytes)
     t = _relabel(torch.empty_strided(size, stride, dtype=dtype), _KDL_EXT_DEV | (index << 32))
-    ledger.charge(t.untyped_storage(), nbytes)  # a fresh CPU tensor always exports: adopt's fallback is moot
+    ledger.charge(t.untyped_storage(), nbytes)  # a fresh CPU tensor always exports (adopt's retry is moot)
     return t
 
 
@@ -72,8 +72,12 @@ def empty(size, dtype: torch.dtype, index: int) -> torch.Tensor:
     numel = 1
     for s in size:
         numel *= s
-    hbm.ledger(index).check(numel * dtype.itemsize)
-    return adopt(torch.empty(size, dtype=dtype), index)
+    nbytes = numel * dtype.itemsize
+    ledger = hbm.ledger(index)
+    ledger.check(nbytes)
+    t = _relabel(torch.empty(size, dtype=dtype), _KDL_EXT_DEV | (index << 32))
+    ledger.charge(t.untyped_storage(), nbytes)
+    return t
 
 
 def storage_bytes(size, stride, dtype: torch.dtype) -> int:

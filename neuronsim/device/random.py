@@ -3,7 +3,8 @@
 Random ops compute on host aliases, so a host generator gives the device stream: ops with a
 ``generator`` argument get it passed in, seeded ops without one (``native_dropout``) run with the
 host default generator swapped to the device state. ``torch.manual_seed`` reaches
-:func:`manual_seed_all` through the device module, so seeded scripts repeat exactly.
+:func:`manual_seed_all` through the device module, so seeded scripts repeat exactly. Native random
+kernels (``kernels/dropout.py``) take a 32-bit seed per call from the same generator (:func:`draw_seed`).
 (``torch.Generator(device="neuron")`` needs a C++ hook and is unavailable, as on TorchNeuron.)
 """
 
@@ -90,3 +91,12 @@ def get_rng_state_all() -> list[torch.Tensor]:
 def set_rng_state_all(new_states) -> None:
     for index, s in enumerate(new_states):
         generator(index).set_state(s)
+
+
+def draw_seed(index: int) -> int:
+    """A 32-bit seed for one call of a native random kernel, drawn from core ``index``'s generator:
+    ``torch.manual_seed`` then repeats the kernels' random values exactly, and each call advances
+    the stream (successive calls differ)."""
+    gen = generator(index)  # outside the lock, which creating the generator takes
+    with _lock:  # as_host_default swaps this generator's state in and out under the same lock
+        return int(torch.randint(0, 2**32, (1,), generator=gen, dtype=torch.int64))

@@ -23,6 +23,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::_fused_sdp_choice.default", "aten::_scaled_dot_product_fused_attention_overrideable.default",
         "aten::_scaled_dot_product_fused_attention_overrideable_backward.default",
     ),
+    "neuronsim.kernels.dropout": ("aten::native_dropout.default", "aten::native_dropout_backward.default"),
     "neuronsim.kernels.elementwise": (
         "aten::abs.default", "aten::abs_.default", "aten::add.Scalar", "aten::add.Tensor",
         "aten::add_.Scalar", "aten::add_.Tensor", "aten::bitwise_and.Scalar",

@@ -118,9 +118,11 @@ def addc(dst, x, t1, t2, s, op):  # x + (s * t1) op t2, ATen's order
     nisa.tensor_tensor(dst=dst, data1=x, data2=t, op=A.add)
 
 
-def lerp(dst, x, end, s, weight):
-    """ATen's ``|w| < 0.5 ? x + w * (end - x) : end - (end - x) * (1 - w)``."""
-    diff = nl.ndarray(dst.shape, dtype=F32, buffer=nl.sbuf)
+def lerp(dst, x, end, s, weight, diff=None):
+    """ATen's ``|w| < 0.5 ? x + w * (end - x) : end - (end - x) * (1 - w)``; ``diff``: an fp32
+    scratch tile on dst's partitions (``dst`` itself if fp32), else one is allocated."""
+    if diff is None:
+        diff = nl.ndarray(dst.shape, dtype=F32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=diff, data1=end, data2=x, op=A.subtract)
     w = np.float32(weight)
     if abs(w) < 0.5:

@@ -24,7 +24,10 @@ each stored tensor once): ``g = ±grad (+ wd * param)``, AdamW's ``param *= 1 - 
 ``vmax = max(vmax, v)``, ``param += (-step_size * m) / (sqrt(v) / sqrt(bc2) + eps)``.
 The work is split so that VectorE (the lerp, ``v``, ``denom``), GpSimd (the other two-input
 products, the quotient and the final add) and ScalarE (the products by a scalar, the square root)
-each take about a third; the DMAs cast 16-bit states on the store.
+share the arithmetic; the DMAs round 16-bit states on the store. Large fp32 steps are DMA-bound,
+bf16 ones VectorE-bound. Small tensors (up to 16 Ki elements) are ``[<= 32, F]`` tiles at partitions
+0, 32, 64 or 96 in turn, so that their transfers, bound by the DMA's fixed cost, use different
+engines; the next tile's loads are issued before this tile's stores.
 ATen-CPU walks each tensor's memory, not its indices; the kernel does the same (flat tiles over a
 dense layout), so tensors at one list position must share one dense layout (what autograd and
 ``zeros_like`` give). Other layouts, ``grad_scale`` / ``found_inf`` (AMP) and a device ``lr``
@@ -43,12 +46,15 @@ from neuronsim.device import dispatch
 from neuronsim.kernels.bridge import FLOAT_DTYPES, span_of
 from neuronsim.kernels.foreach import broadcast_scalars, lerp
 from neuronsim.kernels.registry import IN, RUNTIME, Call, Launch, NativeOp, native
-from neuronsim.kernels.tiling import PARTITIONS, elementwise_tiles
+from neuronsim.kernels.tiling import PARTITIONS, Tile, elementwise_tiles
 from neuronsim.sim.ir import ActFunc, AluOp
 
 A = AluOp
 F32 = nl.float32
 ENG = nisa.engine
+SMALL_PARTITIONS = 32  # a small tensor's tile: the compute engines' partition quantum below 33
+SMALL_SLOTS = PARTITIONS // SMALL_PARTITIONS
+SMALL_ELEMENTS = SMALL_PARTITIONS * 512  # 2 KiB of fp32 a partition: the DMA fixed cost still dominates
 
 
 def _f32(shape):
@@ -58,12 +64,36 @@ def _f32(shape):
 # ---------------------------------------------------------------- per-parameter scalars
 
 
-def _load_steps(steps, n):
-    """``[128, n]`` fp32: column ``i`` is ``state_steps[i]`` on every partition."""
-    t = _f32((PARTITIONS, n))
-    for i, s in enumerate(steps):
-        nisa.dma_copy(dst=t[:, i:i + 1], src=s.ap([[0, PARTITIONS], [1, 1]], offset=s.offset))
-    return t
+def step_column(i: int) -> int:
+    """The column of parameter ``i``'s scalars: step ``i`` is loaded into partition
+    ``(i % 16) * 8 + (i // 16) % 8`` of its block of 128, so consecutive steps land on different DMA
+    engines (8 partitions each) and their tiny transfers run side by side."""
+    j = i % PARTITIONS
+    return i - j + (j % 16) * 8 + j // 16
+
+
+def _load_steps(steps):
+    """``[128, 128 * blocks]`` fp32: column ``step_column(i)`` is ``state_steps[i]`` on every
+    partition. Each step is one 4-byte transfer into one partition; TensorE then broadcasts a block
+    (``ones.T @ diag(steps)``, exact: one nonzero product per sum) instead of a 128-partition
+    transfer per step occupying every DMA engine."""
+    blocks = -(-len(steps) // PARTITIONS)
+    out = _f32((PARTITIONS, PARTITIONS * blocks))
+    eye = nl.shared_identity_matrix(PARTITIONS, dtype=F32)
+    ones = nl.ones((PARTITIONS, PARTITIONS), dtype=F32, buffer=nl.sbuf)
+    for b in range(blocks):
+        column = _f32((PARTITIONS, 1))
+        nisa.memset(dst=column, value=1.0)  # unused columns: a harmless step 1
+        for i in range(b * PARTITIONS, min(len(steps), (b + 1) * PARTITIONS)):
+            q = step_column(i) - b * PARTITIONS
+            s = steps[i]
+            nisa.dma_copy(dst=column[q:q + 1, :], src=s.ap([[1, 1], [1, 1]], offset=s.offset))
+        diag = _f32((PARTITIONS, PARTITIONS))
+        nisa.tensor_scalar(dst=diag, data=eye, op0=A.multiply, operand0=column)
+        wide = nl.ndarray((PARTITIONS, PARTITIONS), dtype=F32, buffer=nl.psum)
+        nisa.nc_matmul(dst=wide, stationary=ones, moving=diag)
+        nisa.tensor_copy(dst=out[:, b * PARTITIONS:(b + 1) * PARTITIONS], src=wide, engine=ENG.scalar)
+    return out
 
 
 def _bias_correction(steps, beta: float):
@@ -81,11 +111,11 @@ def _bias_correction(steps, beta: float):
     return out
 
 
-def _step_scalars(steps, rt, n, beta1, beta2, weight_decay, adamw):
-    """(``-lr / bc1``, ``sqrt(bc2)``: ``[128, n]``; AdamW's ``1 - lr * wd``: ``[128, 1]`` or None)."""
+def _step_scalars(steps, rt, beta1, beta2, weight_decay, adamw):
+    """(``-lr / bc1``, ``sqrt(bc2)``: like ``steps``; AdamW's ``1 - lr * wd``: ``[128, 1]`` or None)."""
     lr = broadcast_scalars(rt, 1)
     bc1 = _bias_correction(steps, beta1)
-    neg_step = _f32((PARTITIONS, n))
+    neg_step = _f32(steps.shape)
     nisa.tensor_scalar(dst=neg_step, data=bc1, op0=A.divide, operand0=lr, reverse0=True,
                        op1=A.multiply, operand1=-1.0)
     bc2_sqrt = _bias_correction(steps, beta2)
@@ -106,31 +136,69 @@ def adam_kernel(*views, n, amsgrad, maximize, adamw, beta1, beta2, weight_decay,
     then the runtime scalars ``[lr]``."""
     lists = 5 if amsgrad else 4
     groups = [views[k * n:(k + 1) * n] for k in range(lists + 1)]
-    steps = _load_steps(groups[-1], n)
-    neg_step, bc2_sqrt, decay = _step_scalars(steps, views[-1], n, beta1, beta2, weight_decay, adamw)
+    steps = _load_steps(groups[-1])
+    neg_step, bc2_sqrt, decay = _step_scalars(steps, views[-1], beta1, beta2, weight_decay, adamw)
     coefs = {"beta1": beta1, "beta2": beta2, "weight_decay": weight_decay, "eps": eps,
              "maximize": maximize, "adamw": adamw}
+    work = []  # (list position, its flat views, a tile, the tile's first partition)
+    slot = 0
     for i in range(n):
         # one layout, dense (the planner checks): walked as flat memory, as ATen-CPU walks it
         size = math.prod(groups[0][i].shape)
         tensors = [g[i].ap([[1, size]], offset=g[i].offset) for g in groups[:lists]]
-        tiles = elementwise_tiles(tensors)
-        for j in nl.affine_range(len(tiles)):
-            tile = tiles[j]
-            p = tile.partitions
-            cols = (neg_step[:p, i:i + 1], bc2_sqrt[:p, i:i + 1], None if decay is None else decay[:p])
-            _update_tile(tile, tensors, cols, **coefs)
+        if size <= SMALL_ELEMENTS:
+            base, slot = SMALL_PARTITIONS * (slot % SMALL_SLOTS), slot + 1
+            work += [(i, tensors, tile, base) for tile in _small_tiles(size, len(tensors))]
+        else:
+            work += [(i, tensors, tile, 0) for tile in elementwise_tiles(tensors)]
+    # Software pipelining: the next tile's loads are queued before this tile's stores, so the
+    # DMA queues never wait behind a store that waits for compute.
+    ahead = _load(*work[0][1:])
+    for k in nl.affine_range(len(work)):
+        loaded, ahead = ahead, (_load(*work[k + 1][1:]) if k + 1 < len(work) else None)
+        i, tensors, tile, base = work[k]
+        rows, c = slice(base, base + tile.partitions), step_column(i)
+        cols = (neg_step[rows, c:c + 1], bc2_sqrt[rows, c:c + 1], None if decay is None else decay[rows])
+        _update_tile(tile, tensors, loaded, cols, base, **coefs)
 
 
-def _update_tile(tile, tensors, cols, beta1, beta2, weight_decay, eps, maximize, adamw):
+def _small_tiles(size: int, views: int) -> list[Tile]:
+    """A small tensor as ``[<= 32, F]`` plus a one-row tail: a transfer of it uses 4 DMA engines
+    (8 partitions each), so four small tensors at partitions 0, 32, 64, 96 move side by side; a
+    ``[128, F]`` tile of it would take all 16 engines for their fixed cost."""
+    rows = min(SMALL_PARTITIONS, size)
+    free = size // rows
+    tiles = [Tile(rows, free, ((0, ((free, rows), (1, free))),) * views)]
+    if size - rows * free:
+        tail = size - rows * free
+        tiles.append(Tile(1, tail, ((rows * free, ((tail, 1), (1, tail))),) * views))
+    return tiles
+
+
+def _columns(count, tile, buf):
+    """``count`` tiles of ``tile``'s shape side by side in ``buf``. One allocation per loop
+    iteration (per site) is what makes the allocator's buffer rotation span iterations."""
+    return [buf[:, k * tile.free:(k + 1) * tile.free] for k in range(count)]
+
+
+def _load(tensors, tile, base):
+    """Partitions ``[base, base + tile.partitions)``: the compute engines read a tile where it is."""
+    buf = nl.ndarray((base + tile.partitions, len(tensors) * tile.free), dtype=tensors[0].dtype,
+                     buffer=nl.sbuf)[base:]
+    out = _columns(len(tensors), tile, buf)
+    for k, (t, v) in enumerate(zip(out, tensors, strict=True)):
+        nisa.dma_copy(dst=t, src=tile.of(k, v))
+    return out
+
+
+def _update_tile(tile, tensors, loaded, cols, base, beta1, beta2, weight_decay, eps, maximize, adamw):
     """One tile of every tensor at a list position. Each product and quotient is ATen's, in ATen's
     order; the split across engines only decides which engine rounds it (all compute fp32)."""
-    shape = (tile.partitions, tile.free)
-    loaded = []
-    for k, v in enumerate(tensors):
-        t = nl.ndarray(shape, dtype=v.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=tile.of(k, v))
-        loaded.append(t)
+    extra = [weight_decay != 0.0 and not adamw, cols[2] is not None, len(loaded) == 5]
+    scratch = nl.ndarray((base + tile.partitions, (4 + sum(extra)) * tile.free), dtype=F32,
+                         buffer=nl.sbuf)[base:]
+    fp32 = iter(_columns(4 + sum(extra), tile, scratch)).__next__
+
     param, grad, exp_avg, exp_avg_sq = loaded[:4]
     neg_step, bc2_sqrt, decay = cols
 
@@ -138,36 +206,36 @@ def _update_tile(tile, tensors, cols, beta1, beta2, weight_decay, eps, maximize,
     if maximize:  # -grad is exact in any dtype: in place
         nisa.activation(dst=grad, op=ActFunc.copy, data=grad, scale=-1.0)
     if weight_decay != 0.0 and not adamw:  # g = g + param * wd
-        g = _f32(shape)
+        g = fp32()
         nisa.activation(dst=g, op=ActFunc.copy, data=param, scale=weight_decay)
         nisa.tensor_tensor(dst=g, data1=g, data2=grad, op=A.add, engine=ENG.gpsimd)
     param_in = param
     if decay is not None:  # AdamW: param * (1 - lr * wd), kept in fp32
-        param_in = _f32(shape)
+        param_in = fp32()
         nisa.activation(dst=param_in, op=ActFunc.copy, data=param, scale=decay)
 
-    m = _f32(shape)
-    lerp(m, exp_avg, g, None, 1.0 - beta1)  # ATen: exp_avg.lerp_(grad, 1 - beta1)
-    v = _f32(shape)  # ((1 - beta2) * g) * g, then v * beta2 + that
+    m = fp32()
+    lerp(m, exp_avg, g, None, 1.0 - beta1, diff=m)  # ATen: exp_avg.lerp_(grad, 1 - beta1)
+    v = fp32()  # ((1 - beta2) * g) * g, then v * beta2 + that
     nisa.activation(dst=v, op=ActFunc.copy, data=g, scale=1.0 - beta2)
     nisa.tensor_tensor(dst=v, data1=v, data2=g, op=A.multiply, engine=ENG.gpsimd)
     nisa.scalar_tensor_tensor(dst=v, data=exp_avg_sq, op0=A.multiply, operand0=beta2, op1=A.add, operand1=v)
     stored = [(m, 2), (v, 3)]
     peak = v
     if len(loaded) == 5:  # amsgrad
-        peak = _f32(shape)
+        peak = fp32()
         nisa.tensor_tensor(dst=peak, data1=loaded[4], data2=v, op=A.maximum, engine=ENG.gpsimd)
         stored.append((peak, 4))
 
-    denom = _f32(shape)  # sqrt(v) / sqrt(bc2) + eps
+    denom = fp32()  # sqrt(v) / sqrt(bc2) + eps
     nisa.activation(dst=denom, op=ActFunc.sqrt, data=peak)
     nisa.tensor_scalar(dst=denom, data=denom, op0=A.divide, operand0=bc2_sqrt, op1=A.add, operand1=eps)
-    update = _f32(shape)  # (-step_size * m) / denom
+    update = fp32()  # (-step_size * m) / denom
     nisa.activation(dst=update, op=ActFunc.copy, data=m, scale=neg_step)
     nisa.tensor_tensor(dst=update, data1=update, data2=denom, op=A.divide, engine=ENG.gpsimd)
     nisa.tensor_tensor(dst=param, data1=param_in, data2=update, op=A.add, engine=ENG.gpsimd)
     nisa.dma_copy(dst=tile.of(0, tensors[0]), src=param)
-    for t, k in stored:  # a 16-bit state rounds on the DMA's cast (the DMA engines have time to spare)
+    for t, k in stored:  # 16-bit states round on the DMA's cast (measured: cheaper than ScalarE casts)
         nisa.dma_copy(dst=tile.of(k, tensors[k]), src=t)
 
 

@@ -618,15 +618,53 @@ for _name in (
     "silu_dx",
     "erf_dx",
     "mish",
-    "rand",
-    "random_seed",
-    "dropout",
     "gather_flattened",
     "atomic_rmw",
     "all_reduce",
 ):
     globals()[_name] = _unsupported(_name)
 del _name
+
+
+# ---------------------------------------------------------------- random numbers (VectorE's PRNG)
+
+
+def _no_mask(name: str, mask) -> None:
+    if mask is not None:
+        raise UnsupportedError(f"nl.{name}: mask= (predicated execution) is not simulated",
+                               location=caller_location(3))
+
+
+def random_seed(seed, *, mask=None, **kwargs):
+    """Seed the PRNG with a 32-bit value (a Python int, or a [1, 1] 32-bit tile): ``nisa.set_rng_seed``."""
+    _no_mask("random_seed", mask)
+    if not _is_tile(seed):
+        seed = full((1, 1), int(seed) & 0xFFFFFFFF, DType.uint32, name="random_seed")
+    _isa.set_rng_seed(seed)
+
+
+def rand(shape, dtype=np.float32, **kwargs):
+    """A tile of uniform values in [0, 1): ``nisa.rng`` bits, their top 24 (exact in fp32) times 2**-24."""
+    _no_mask("rand", kwargs.get("mask"))
+    bits = _new_tile(shape, DType.uint32, "rand.bits")
+    _isa.rng(bits)
+    _isa.tensor_scalar(bits, bits, AluOp.right_shift, 8)
+    out = _new_tile(shape, dtype, "rand")
+    _isa.tensor_scalar(out, bits, AluOp.multiply, 2.0**-24)
+    return out
+
+
+def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
+    """``x`` with each element zeroed with probability ``rate`` (a scalar or a [P, 1] tile), unscaled
+    as documented: ``nisa.dropout``, then a cast if ``dtype`` differs from x's."""
+    _no_mask("dropout", mask)
+    out = _new_tile(x.shape, x.dtype, "dropout")
+    _isa.dropout(out, x, rate)
+    if dtype is None or _dtype(dtype) is x.buf.dtype:
+        return out
+    cast = _new_tile(x.shape, dtype, "dropout.cast")
+    _isa.tensor_copy(cast, out)
+    return cast
 
 
 # ---------------------------------------------------------------- reductions and fused operations

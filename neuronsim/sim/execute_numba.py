@@ -41,6 +41,8 @@ OP_BN_STATS, K_BN_STATS = int(Opcode.BN_STATS), _kernel(Opcode.BN_STATS)
 OP_BN_AGGR, K_BN_AGGR = int(Opcode.BN_AGGR), _kernel(Opcode.BN_AGGR)
 OP_MAX8, K_MAX8 = int(Opcode.MAX8), _kernel(Opcode.MAX8)
 OP_NC_FIND_INDEX8, K_NC_FIND_INDEX8 = int(Opcode.NC_FIND_INDEX8), _kernel(Opcode.NC_FIND_INDEX8)
+OP_RNG, K_RNG = int(Opcode.RNG), _kernel(Opcode.RNG)
+OP_DROPOUT, K_DROPOUT = int(Opcode.DROPOUT), _kernel(Opcode.DROPOUT)
 OP_IOTA, K_IOTA = int(Opcode.IOTA), _kernel(Opcode.IOTA)
 OP_AFFINE_SELECT, K_AFFINE_SELECT = int(Opcode.AFFINE_SELECT), _kernel(Opcode.AFFINE_SELECT)
 OP_TENSOR_PARTITION_REDUCE, K_TENSOR_PARTITION_REDUCE = (int(Opcode.TENSOR_PARTITION_REDUCE),
@@ -89,6 +91,10 @@ def run_encoded(itab, ftab, bases):
             K_MAX8(row, frow, bases)
         elif op == OP_NC_FIND_INDEX8:
             K_NC_FIND_INDEX8(row, frow, bases)
+        elif op == OP_RNG:
+            K_RNG(row, frow, bases)
+        elif op == OP_DROPOUT:
+            K_DROPOUT(row, frow, bases)
         elif op == OP_IOTA:
             K_IOTA(row, frow, bases)
         elif op == OP_AFFINE_SELECT:

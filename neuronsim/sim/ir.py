@@ -69,6 +69,8 @@ class Opcode(enum.IntEnum):
     BN_AGGR = 30
     MAX8 = 31
     NC_FIND_INDEX8 = 32
+    RNG = 33  # VectorE or GpSimd
+    DROPOUT = 34
     # GpSimd
     IOTA = 40
     AFFINE_SELECT = 41
@@ -96,6 +98,8 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.BN_AGGR: (Engine.VECTOR,),
     Opcode.MAX8: (Engine.VECTOR,),
     Opcode.NC_FIND_INDEX8: (Engine.VECTOR,),
+    Opcode.RNG: (Engine.VECTOR, Engine.GPSIMD),
+    Opcode.DROPOUT: (Engine.VECTOR,),
     Opcode.IOTA: (Engine.GPSIMD,),
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),

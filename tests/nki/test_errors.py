@@ -116,9 +116,9 @@ def test_out_of_bounds_slices_and_unsupported_calls():
 
     def unsupported():
         t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dropout(dst=t, data=t, prob=0.5)
+        nisa.rand2(dst=t, min=0.0, max=1.0)
 
-    assert "nisa.dropout is not simulated" in _raise(unsupported, UnsupportedError)
+    assert "nisa.rand2 is not simulated" in _raise(unsupported, UnsupportedError)
 
 
 def test_outputs_must_be_hbm_tensors():

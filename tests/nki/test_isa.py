@@ -284,6 +284,8 @@ def test_every_ir_instruction_has_its_nisa_call():
         Opcode.BN_AGGR: "bn_aggr",
         Opcode.MAX8: "max8",
         Opcode.NC_FIND_INDEX8: "nc_find_index8",
+        Opcode.RNG: "rng",
+        Opcode.DROPOUT: "dropout",
         Opcode.IOTA: "iota",
         Opcode.AFFINE_SELECT: "affine_select",
         Opcode.TENSOR_PARTITION_REDUCE: "tensor_partition_reduce",

@@ -483,6 +483,33 @@ def gen_partition_reduce(g: Gen) -> None:
            [g.operand([SBUF], p, nums, dtypes=dtypes)], op=op)
 
 
+RNG_STATE_DTYPES = frozenset(d for d in DType if d.itemsize == 4)
+
+
+def gen_rng(g: Gen) -> None:
+    engine = g.engine(Opcode.RNG)
+    dst = g.operand(_elementwise_memories(engine), g.partitions(), g.free_nums(), write=True,
+                    dtypes=INT_DTYPES)
+    g.emit(Opcode.RNG, dst, [g.operand(ON_CHIP, 1, [1], dtypes=RNG_STATE_DTYPES)], engine=engine,
+           offset=g.r.randrange(2**32))
+
+
+def gen_dropout(g: Gen) -> None:
+    p, nums = g.partitions(), g.free_nums()
+    dst = g.operand(ON_CHIP, p, nums, write=True)
+    if dst is None:
+        return
+    srcs = [g.operand(ON_CHIP, p, nums, dtypes={dst.dtype}),
+            g.operand(ON_CHIP, 1, [1], dtypes=RNG_STATE_DTYPES)]
+    imm = {"offset": g.r.randrange(2**32)}
+    if g.chance(0.3):
+        srcs.append(g.operand(ON_CHIP, p, [1], dtypes={DType.float32}))
+        imm["prob_is_tile"] = True
+    else:
+        imm["prob"] = g.choice([0.0, 0.1, 0.5, 0.9, 1.0, -1.0, 2.0, float("nan")])
+    g.emit(Opcode.DROPOUT, dst, srcs, **imm)
+
+
 GENERATORS = {
     Opcode.DMA_COPY: gen_dma_copy,
     Opcode.DMA_TRANSPOSE: gen_dma_transpose,
@@ -502,6 +529,8 @@ GENERATORS = {
     Opcode.BN_AGGR: gen_bn_aggr,
     Opcode.MAX8: gen_max8,
     Opcode.NC_FIND_INDEX8: gen_find_index8,
+    Opcode.RNG: gen_rng,
+    Opcode.DROPOUT: gen_dropout,
     Opcode.IOTA: gen_iota,
     Opcode.AFFINE_SELECT: gen_affine_select,
     Opcode.TENSOR_PARTITION_REDUCE: gen_partition_reduce,

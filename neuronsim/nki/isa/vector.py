@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import weakref
+from dataclasses import dataclass
 
 from neuronsim.errors import DtypeError, UnsupportedError
 from neuronsim.nki.isa.common import (
@@ -23,8 +25,9 @@ from neuronsim.nki.isa.enums import (
     engine,
     reduce_cmd,
 )
-from neuronsim.nki.tracing import NkiTensor, current_trace
+from neuronsim.nki.tracing import NkiTensor, caller_location, current_trace
 from neuronsim.sim.dtypes import DType
+from neuronsim.sim.engines.vector_rng import RNG_DTYPES, STREAM_PERIOD
 from neuronsim.sim.ir import AluOp, Engine, Memory, Opcode
 
 
@@ -352,3 +355,89 @@ def nc_find_index8(dst, data, vals, name=None):
     if vals.free_size != 8 or dst.free_size != 8:
         raise _fail(fn, f"vals and dst need 8 elements per partition ({_describe(vals)}, {_describe(dst)})")
     emit(fn, Opcode.NC_FIND_INDEX8, Engine.VECTOR, dst, (data, vals), {}, name=name, roles=("data", "vals"))
+
+
+# ---------------------------------------------------------------- the PRNG (sim/engines/vector_rng.py)
+
+
+@dataclass
+class _RngStream:
+    """A trace's PRNG state: the [1, 1] tile the last ``set_rng_seed`` copied its seed into, and how
+    many stream elements the rng/dropout calls since then drew (the next call's ``offset``)."""
+
+    state: NkiTensor
+    drawn: int = 0
+
+    def draw(self, n: int) -> int:
+        offset = self.drawn % STREAM_PERIOD
+        self.drawn += n
+        return offset
+
+
+_STREAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Trace -> _RngStream
+
+
+def _state_tile(trace, dtype: DType) -> NkiTensor:
+    buf = trace.new_tile("rng_state", Memory.SBUF, (1, 1), dtype, caller_location(3), "rng_state")
+    return NkiTensor.whole(buf)
+
+
+def _stream(fn: str) -> _RngStream:
+    trace = current_trace()
+    stream = _STREAMS.get(trace)
+    if stream is None:  # never seeded: seed 0, so an unseeded kernel is deterministic too
+        state = _state_tile(trace, DType.uint32)
+        emit(fn, Opcode.MEMSET, Engine.VECTOR, state, (), {"value": 0.0}, name="rng_default_seed")
+        stream = _STREAMS[trace] = _RngStream(state)
+    return stream
+
+
+def set_rng_seed(src_seeds, name=None):
+    """Seed the PRNG from the 32-bit value of a [1, 1] SBUF/PSUM tile: a VectorE copy of it becomes the
+    state later ``rng`` / ``dropout`` calls read, so the same seed gives the same sequence (S16)."""
+    fn = "set_rng_seed"
+    src = _tile(src_seeds, "src_seeds", fn)
+    if not src.on_chip:
+        raise _fail(fn, f"src_seeds must be in SBUF or PSUM; got {_describe(src)}")
+    if src.partitions != 1 or src.free_size != 1:
+        raise _fail(fn, f"src_seeds must be a [1, 1] tile; got {_describe(src)}")
+    if src.buf.dtype.itemsize != 4:
+        raise _fail(fn, f"src_seeds must hold a 32-bit value; got {_describe(src)}", DtypeError)
+    trace = current_trace()
+    state = _state_tile(trace, src.buf.dtype)  # same dtype: the copy keeps the bits
+    emit(fn, Opcode.TENSOR_COPY, Engine.VECTOR, state, (src,), {}, name=name or fn, roles=("src_seeds",))
+    _STREAMS[trace] = _RngStream(state)
+
+
+def rng(dst, engine=engine.unknown, name=None):
+    """Fill ``dst`` (int8/16/32, uint8/16/32) with 32 random bits per element, truncated to its dtype's
+    low bits, on VectorE (default) or GpSimd (SBUF only). Both draw from the simulated stream."""
+    fn = "rng"
+    dst = _tile(dst, "dst", fn)
+    if dst.buf.dtype not in RNG_DTYPES:
+        raise _fail(fn, f"dst must be an integer tile ({', '.join(sorted(d.name for d in RNG_DTYPES))}); "
+                    f"got {_describe(dst)}", DtypeError)
+    eng = _engine(engine, fn, (Engine.VECTOR, Engine.GPSIMD), Engine.VECTOR)
+    stream = _stream(fn)
+    offset = stream.draw(dst.partitions * dst.free_size)
+    emit(fn, Opcode.RNG, eng, dst, (stream.state,), {"offset": offset}, name=name, roles=("rng_state",))
+
+
+def dropout(dst, data, prob, name=None):
+    """``dst = data`` with each element replaced by zero with probability ``prob`` (a scalar, or a
+    [P, 1] tile: one probability per partition) on VectorE; dst has data's dtype (S16)."""
+    fn = "dropout"
+    dst, data = _tile(dst, "dst", fn), _tile(data, "data", fn)
+    _same_shape(fn, dst, data, "dst", "data")
+    if dst.buf.dtype != data.buf.dtype:
+        raise _fail(fn, f"dst must have data's dtype; dst = {_describe(dst)}, data = {_describe(data)}",
+                    DtypeError)
+    value, tile = _scalar_or_vector(fn, prob, data, "prob")
+    if tile is not None and data.buf.dtype.is_int and tile.buf.dtype is not DType.float32:
+        raise _fail(fn, f"prob must be float32 for integer data; got {_describe(tile)}", DtypeError)
+    stream = _stream(fn)
+    imm = {"offset": stream.draw(dst.partitions * dst.free_size), "prob": value,
+           "prob_is_tile": tile is not None}
+    srcs = (data, stream.state) if tile is None else (data, stream.state, tile)
+    emit(fn, Opcode.DROPOUT, Engine.VECTOR, dst, srcs, imm, name=name,
+         roles=("data", "rng_state", "prob")[: len(srcs)])
