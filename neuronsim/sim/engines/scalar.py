@@ -51,7 +51,18 @@ from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.encoding import DST, DST2, IMM, SRC0, SRC1
 from neuronsim.sim.engines.common import OpDef, fail, max_ii, require, require_operands, require_same_shape
-from neuronsim.sim.engines.transcendentals import erf64, erf_np, exp64, exp_np, gelu64, gelu_np
+from neuronsim.sim.engines.transcendentals import (
+    CENTRAL_TOP,
+    INV_SQRT2,
+    erf64,
+    erf_central,
+    erf_np,
+    exp64,
+    exp_np,
+    gelu64,
+    gelu_central,
+    gelu_np,
+)
 from neuronsim.sim.ir import ActFunc, Instruction, Opcode
 from neuronsim.sim.memory.access import (
     AP_WIDTH,
@@ -319,6 +330,35 @@ def _encode_activation(ins: Instruction) -> tuple[list[int], list[float]]:
 
 
 @njit(cache=True)
+def _central_then_tails(gelu, flat):
+    """erf or gelu of every element of ``flat``, in place: the elements outside the central region
+    are gathered first, then the series runs on all (vectorized), then the whole function on the
+    gathered ones (vectorized) and they are put back. Each element gets its function's value."""
+    n = flat.size
+    where = np.empty(n + 1, dtype=np.int64)
+    tails = np.empty(n + 1, dtype=np.float64)
+    m = 0
+    for i in range(n):  # branch-free compaction: always write, advance only past a tail element
+        v = np.float64(flat[i])
+        a = abs(v * INV_SQRT2) if gelu else abs(v)
+        where[m] = i
+        tails[m] = v
+        m += np.int64(not a < CENTRAL_TOP)  # NaN included
+    if gelu:
+        for i in range(n):
+            flat[i] = np.float32(gelu_central(np.float64(flat[i])))
+        for k in range(m):
+            tails[k] = gelu64(tails[k])
+    else:
+        for i in range(n):
+            flat[i] = np.float32(erf_central(np.float64(flat[i])))
+        for k in range(m):
+            tails[k] = erf64(tails[k])
+    for k in range(m):
+        flat[where[k]] = np.float32(tails[k])
+
+
+@njit(cache=True)
 def _act_rows(func, data, scale, bias, y):
     """``y = func(data * scale + bias)`` row by row. The functions that need no libm get their own
     loops over the flat rows (the same values act_f64 gives, without its dispatch per element:
@@ -341,17 +381,12 @@ def _act_rows(func, data, scale, bias, y):
             for j in range(n):
                 x = np.float64(y[p, j])
                 y[p, j] = np.float32(x * x)
-    elif func == _EXP or func == _ERF or func == _GELU:
-        flat = y.reshape(-1)  # y is a fresh C-contiguous array
-        if func == _EXP:
-            for i in range(flat.size):
-                flat[i] = np.float32(exp64(np.float64(flat[i])))
-        elif func == _ERF:
-            for i in range(flat.size):
-                flat[i] = np.float32(erf64(np.float64(flat[i])))
-        else:
-            for i in range(flat.size):
-                flat[i] = np.float32(gelu64(np.float64(flat[i])))
+    elif func == _EXP:
+        flat = y.reshape(-1)  # y is C-contiguous
+        for i in range(flat.size):
+            flat[i] = np.float32(exp64(np.float64(flat[i])))
+    elif func == _ERF or func == _GELU:
+        _central_then_tails(func == _GELU, y.reshape(-1))
     else:
         for p in range(parts):
             for j in range(n):

@@ -221,7 +221,7 @@ def test_activation_loops(func):
     _assert_executors_agree(b, seed=3)
 
 
-@pytest.mark.parametrize("func", ["exp", "gelu", "copy"])
+@pytest.mark.parametrize("func", ["exp", "erf", "gelu", "copy"])
 def test_activation_streams_partition_blocks(func):
     """A tile larger than one block (128 x 600 fp32: three blocks of partitions), computed in place
     (dst is src), into a disjoint bf16 tile with reduce, and onto itself shifted by one

@@ -46,6 +46,14 @@ def _fp32_inputs(rng, n: int) -> np.ndarray:
         return np.concatenate([SPECIALS, bits, *sweeps]).astype(np.float64)
 
 
+@njit
+def _central_values(gelu, x):
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out[i] = T.gelu_central(x[i]) if gelu else T.erf_central(x[i])
+    return out
+
+
 def _same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.view(np.int64) == b.view(np.int64)) | (np.isnan(a) & np.isnan(b))
 
@@ -126,3 +134,16 @@ def test_erfc_coefficients_are_the_interpolants():
                     for j in range(n)]
     coefficients[0] /= 2
     np.testing.assert_array_equal(T._ERFC_CHEB, [float(c) for c in coefficients])
+
+
+@pytest.mark.parametrize("name", ["erf", "gelu"])
+def test_central_formulas_are_the_functions_inside_their_region(name):
+    """The loops that run the cheap central formula on every element and the whole function on
+    the rest rely on the two being the same bits inside the central region."""
+    x = np.linspace(-1.5, 1.5, 200_001).astype(np.float32).astype(np.float64)
+    x = np.concatenate([x, -x * 1e-30, [0.0, -0.0, 1e-45, -1e-45]])
+    gelu = name == "gelu"
+    inside = np.abs(x * T.INV_SQRT2 if gelu else x) < T.CENTRAL_TOP
+    assert inside.sum() > 100_000
+    central, whole = _central_values(gelu, x[inside]), _numba_values(FUNCS[name], x[inside])
+    assert _same_bits(central, whole).all()
