@@ -34,7 +34,7 @@ import neuronsim.nki as nki
 from neuronsim import sim
 from neuronsim.device import clock, memory
 from neuronsim.device.dispatch import register_native_kernel
-from neuronsim.device.host import run_on_host
+from neuronsim.device.host import host_runner, run_on_host
 from neuronsim.device.schema import OpPlan, ReturnKind, WrapperKind, plan_for
 from neuronsim.kernels import op_overload
 from neuronsim.kernels.bridge import (
@@ -219,6 +219,7 @@ def _alias(read: Tensor, written: Tensor) -> bool:
 
 
 _DECLINED = object()
+_UNBUILT = object()
 
 
 @dataclass
@@ -252,6 +253,9 @@ class Entry:
         self._operand_sel = tuple((_ROLES[r.role], r.index) for r in self.operand_refs)
         self._fresh = tuple((size, stride, dtype, nbytes) for (size, stride, dtype), nbytes
                             in zip(self.output_specs, self.output_bytes, strict=True))
+        # fast numerics: the host call specialised to this signature's layout (built at first use)
+        self._host_runner = _UNBUILT
+        self._varying = frozenset(pos for pos, _, _ in self.runtime)
 
     @property
     def program(self):
@@ -289,7 +293,13 @@ class Entry:
                 return NotImplemented  # the chokepoint runs this call on the host
         index = inputs[0].get_device()
         if fast:
-            result = run_on_host(self.plan, args, kwargs, charge=False)
+            runner = self._host_runner
+            if runner is _UNBUILT:
+                runner = self._host_runner = host_runner(self.plan, args, kwargs, self._varying)
+            if runner is not None:
+                result = runner(args, kwargs, index)
+            else:
+                result = run_on_host(self.plan, args, kwargs, charge=False)
         else:
             outputs = self._outputs(inputs, index)
             scalars = runtime_scalars(self.runtime, args, kwargs) if self.runtime else None

@@ -4,11 +4,17 @@ the clock's bytes and signature; and the 64-bit widening answer cached per argum
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from neuronsim.device import clock, dispatch, hbm, host
 from neuronsim.options import options
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import train_gpt  # noqa: E402
 
 
 @pytest.fixture
@@ -98,3 +104,17 @@ def test_the_widening_answer_is_cached_per_layout_not_per_op(no_native_kernels):
     answers = [frozenset(found) for key, found in host._widen_cache.items() if key[0] == "aten::mul.Tensor"]
     expected = [frozenset(), frozenset({torch.float32}), frozenset({torch.int32})]
     assert sorted(answers, key=str) == sorted(expected, key=str)
+
+
+def test_fast_numerics_train_gpt_gives_the_cpus_losses_bit_for_bit():
+    """fast: ATen-CPU computes every value (on the host short path's specialised calls), so the
+    losses are the CPU's exactly, while the device time still comes from the native Programs."""
+    args = ["--steps", "3", "--batch", "4", "--block", "16", "--quiet"]
+    cpu = train_gpt.main([*args, "--device", "cpu"])
+    torch.neuron.clear_op_tracking()
+    start = clock.clock(0).now_ns
+    with options(numerics="fast"):
+        neuron = train_gpt.main([*args, "--device", "neuron"])
+    assert neuron == cpu
+    assert set(torch.neuron.get_fallback_ops()) <= {"aten::arange.start_out"}
+    assert clock.clock(0).now_ns > start
