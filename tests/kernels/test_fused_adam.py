@@ -167,6 +167,19 @@ def test_beta1_zero_and_a_large_lerp_weight():
         assert_lists_match(dev, cpu)
 
 
+def test_more_params_than_partitions():
+    """Step counts are broadcast in blocks of 128: 130 params (each its own step) need two."""
+    params = make_params(torch.float32, shapes=[(2 + i % 3,) for i in range(130)], seed=9)
+    optimizers = run_steps("Adam", params, steps=2)
+    with torch.no_grad():  # one param one step ahead: every param must read its own step
+        optimizers["neuron"].state[params["neuron"][129]]["step"] += 1
+        optimizers["cpu"].state[params["cpu"][129]]["step"] += 1
+    for optimizer in optimizers.values():
+        optimizer.step()
+    assert ran_natively("aten::_fused_adam_")
+    assert_states_match(optimizers, params)
+
+
 def test_lists_of_mixed_dtypes_update_each_position_in_its_dtype():
     cpu = direct_args("cpu")
     for lst in cpu[:4]:
