@@ -39,11 +39,11 @@ from neuronsim.device.schema import OpPlan, ReturnKind, WrapperKind, plan_for
 from neuronsim.kernels import op_overload
 from neuronsim.kernels.bridge import (
     Operand,
+    aliasing,
     bind_arrays,
     dummy_array,
     hbm_view,
     operand_of,
-    aliasing,
     overlaps,
     same_view,
 )
@@ -168,7 +168,8 @@ def _runtime_key(a):
     return ("rt", type(a).__name__)
 
 
-def signature_key(args: tuple, kwargs: dict, runtime: frozenset = frozenset(), inplace: bool = False) -> tuple:
+def signature_key(args: tuple, kwargs: dict, runtime: frozenset = frozenset(),
+                  inplace: bool = False) -> tuple:
     """(per-argument keys, keyword keys, the aliasing of a written ``self``): the key of one op's
     cache (each op has its own, so the op is not part of it).
 
@@ -342,6 +343,7 @@ class Entry:
 
 
 InputPosition = tuple[int, str, "int | None"]  # (argument position, name, list element or None)
+_KEYWORD = 10_000  # positions from here on are keyword arguments (looked up by name)
 _ROLES = {"in": 0, "out": 1, "rt": 2}
 
 
@@ -349,7 +351,7 @@ def _gatherer(positions: tuple[InputPosition, ...]):
     """``gather_inputs`` for one entry's positions. A signature fixes how many arguments come
     positionally (the key has one part per positional argument), so inputs that are whole
     positional arguments are a plain index."""
-    if all(element is None and pos < 10_000 for pos, _, element in positions):
+    if all(element is None and pos < _KEYWORD for pos, _, element in positions):
         picks = tuple(pos for pos, _, _ in positions)
         if len(picks) == 1:
             (only,) = picks
@@ -438,7 +440,8 @@ class NativeOp:
             return _DECLINED
         inputs = gather_inputs(positions, args, kwargs)
         leading = len(plan.written)  # the written arguments come first: their inputs are the outputs
-        written = sum(1 for pos, _, _ in positions if pos < leading) if plan.kind is WrapperKind.INPLACE else 0
+        inplace = plan.kind is WrapperKind.INPLACE
+        written = sum(1 for pos, _, _ in positions if pos < leading) if inplace else 0
         outputs, complete = _meta_outputs(self.op, args, kwargs)
         if outputs is None or any(t.numel() == 0 for t in inputs):
             return _DECLINED
@@ -479,7 +482,7 @@ def _tensor_positions(op, args, kwargs) -> tuple[InputPosition, ...] | None:
         if not add(pos, names[pos], a):
             return None
     for name, v in kwargs.items():
-        if not add(len(args) + 10_000, name, v):  # a keyword: looked up by name
+        if not add(len(args) + _KEYWORD, name, v):  # a keyword: looked up by name
             return None
     return tuple(out) or None
 

@@ -36,7 +36,7 @@ def _last_fallback(fn):
 
 def _lists(seed: int):
     g = torch.Generator().manual_seed(seed)
-    return [torch.rand(5, 3, generator=g) + 0.5, torch.rand(7, generator=g) + 0.5, torch.rand(2, 2, 2, generator=g) + 0.5]
+    return [torch.rand(shape, generator=g) + 0.5 for shape in ((5, 3), (7,), (2, 2, 2))]
 
 
 def test_a_foreach_fallback_charges_every_tensor_of_its_lists(no_native_kernels):
@@ -57,14 +57,16 @@ def test_fresh_list_and_tuple_results_are_device_tensors_charged_to_hbm(no_nativ
     ledger = hbm.ledger(0)
     before = ledger.allocated_bytes
     roots, (_, _, to_device) = _last_fallback(lambda: torch._foreach_sqrt(dx))
-    assert all(r.device.type == "neuron" and torch.equal(r.cpu(), x.sqrt()) for r, x in zip(roots, xs, strict=True))
+    assert all(r.device.type == "neuron" and torch.equal(r.cpu(), x.sqrt())
+               for r, x in zip(roots, xs, strict=True))
     assert to_device.bytes == sum(r.nbytes for r in roots)
     assert ledger.allocated_bytes - before >= sum(r.nbytes for r in roots)
     x, w, b = torch.randn(4, 6), torch.randn(6), torch.randn(6)
     got = torch.native_layer_norm(x.to("neuron"), (6,), w.to("neuron"), b.to("neuron"), 1e-5)
     expected = torch.native_layer_norm(x, (6,), w, b, 1e-5)
     assert isinstance(got, tuple) and len(got) == 3
-    assert all(g.device.type == "neuron" and torch.equal(g.cpu(), e) for g, e in zip(got, expected, strict=True))
+    assert all(g.device.type == "neuron" and torch.equal(g.cpu(), e)
+               for g, e in zip(got, expected, strict=True))
 
 
 def test_a_list_holding_a_cpu_tensor_still_raises_torchs_device_error(no_native_kernels):
@@ -85,7 +87,8 @@ def test_fast_numerics_foreach_ops_match_the_cpu_and_run_natively():
     assert all(torch.equal(d.cpu(), x) for d, x in zip(dx, xs, strict=True))
     assert all(torch.equal(d.cpu(), r) for d, r in zip(droots, roots, strict=True))
     assert torch.neuron.get_fallback_ops() == []
-    assert {"aten::_foreach_addcdiv_.ScalarList", "aten::_foreach_sqrt"} <= set(torch.neuron.get_executed_ops())
+    executed = set(torch.neuron.get_executed_ops())
+    assert {"aten::_foreach_addcdiv_.ScalarList", "aten::_foreach_sqrt"} <= executed
 
 
 def test_the_widening_answer_is_cached_per_layout_not_per_op(no_native_kernels):
