@@ -412,7 +412,10 @@ class NativeOp:
     def __call__(self, op, args: tuple, kwargs: dict):
         opts = current_options()
         try:
-            key = (opts.chip, signature_key(args, kwargs, self._runtime_positions, self._inplace))
+            # (chip, op name, per-argument keys, ...): the name (a str, whose hash is cached) where the
+            # OpOverload was, whose __hash__ is Python code run on every call.
+            key = (opts.chip, self.plan.name,
+                   *signature_key(args, kwargs, self._runtime_positions, self._inplace))
         except _Decline:
             return NotImplemented
         entry = self.entries.get(key)
