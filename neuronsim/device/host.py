@@ -277,7 +277,8 @@ def _widen_targets(plan: OpPlan, args: tuple, kwargs: dict, conv: _Conversion) -
     int32; ``int64 + int32`` is int64; a 0-dim float64 leaves a float32 result float32). Without a
     meta kernel, every narrowed dtype."""
     try:
-        key = (plan.name, frozenset(conv.narrowed), _layout_key(args), _layout_key(tuple(kwargs.items())))
+        key = (plan.name, frozenset(conv.narrowed), torch.get_default_dtype(),  # types Python numbers
+               _layout_key(args), _layout_key(tuple(kwargs.items())))
         hash(key)
     except (TypeError, _Unkeyed):
         key = None
@@ -305,8 +306,8 @@ def _widen_targets(plan: OpPlan, args: tuple, kwargs: dict, conv: _Conversion) -
     return found
 
 
-# The meta answer depends only on what the meta tensors carry (dtype, shape, strides) and on the
-# other arguments, so a training loop's repeated calls ask the meta kernel once.
+# The meta answer depends only on what the meta tensors carry (dtype, shape, strides), on the other
+# arguments and on the default dtype, so a training loop's repeated calls ask the meta kernel once.
 _widen_cache: dict = {}
 _WIDEN_CACHE_SIZE = 4096
 

@@ -121,3 +121,18 @@ def test_fast_numerics_train_gpt_gives_the_cpus_losses_bit_for_bit():
     assert neuron == cpu
     assert set(torch.neuron.get_fallback_ops()) <= {"aten::arange.start_out"}
     assert clock.clock(0).now_ns > start
+
+
+def test_the_widening_cache_keys_on_the_default_dtype(no_native_kernels):
+    """``int64 * 2.5`` takes the default float dtype: float64 under a float64 default (its float32
+    host result widens back), float32 under float32 (nothing widens), in either order."""
+    host._widen_cache.clear()
+    i64 = torch.arange(4, device="neuron")
+    try:
+        for default in (torch.float64, torch.float32):
+            torch.set_default_dtype(default)
+            got = i64 * 2.5
+            assert got.dtype == default
+            assert got.cpu().tolist() == [0.0, 2.5, 5.0, 7.5]
+    finally:
+        torch.set_default_dtype(torch.float32)
