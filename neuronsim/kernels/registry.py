@@ -16,8 +16,10 @@ validation, encoding, schedule). The entry is the only cache: each signature get
 Running an entry (:meth:`Entry.run`) binds the device tensors as the Program's HBM tensors in
 place (their data pointers; see ``bridge.py``), allocates fresh outputs through the device's
 allocator (the HBM ledger sees them), executes with the Numba executor — or, with
-``NEURON_SIM_NUMERICS=fast``, lets ATen-CPU compute the values — and charges the Program's
-schedule to the device clock with its launch overhead, FLOPs, engine busy times and the Prepared.
+``NEURON_SIM_NUMERICS=fast``, lets ATen-CPU compute the values through a host call specialised
+to the entry's signature — and charges the Program's schedule to the device clock with its launch
+overhead, FLOPs, engine busy times and the Prepared. What a run needs is derived once per entry,
+so the cached path only indexes.
 """
 
 from __future__ import annotations
