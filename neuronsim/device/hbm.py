@@ -64,31 +64,16 @@ class HbmLedger:
             nbytes = storage.nbytes()
         if nbytes == 0:
             return
-        # Every op's fresh outputs come through here (and _release): the row updates are inline.
         pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
         with self._lock:
             self.check(nbytes)
             self._live[weakref.ref(storage, self._release)] = nbytes
-            row = self._bytes[0]
-            cur = row[_CUR] = row[_CUR] + nbytes
-            row[_ALLOC] += nbytes
-            if cur > row[_PEAK]:
-                row[_PEAK] = cur
-            row = self._bytes[pool]
-            cur = row[_CUR] = row[_CUR] + nbytes
-            row[_ALLOC] += nbytes
-            if cur > row[_PEAK]:
-                row[_PEAK] = cur
-            row = self._count[0]
-            cur = row[_CUR] = row[_CUR] + 1
-            row[_ALLOC] += 1
-            if cur > row[_PEAK]:
-                row[_PEAK] = cur
-            row = self._count[pool]
-            cur = row[_CUR] = row[_CUR] + 1
-            row[_ALLOC] += 1
-            if cur > row[_PEAK]:
-                row[_PEAK] = cur
+            for row, amount in ((self._bytes[0], nbytes), (self._bytes[pool], nbytes),
+                                (self._count[0], 1), (self._count[pool], 1)):
+                cur = row[_CUR] = row[_CUR] + amount
+                row[_ALLOC] += amount
+                if cur > row[_PEAK]:
+                    row[_PEAK] = cur
 
     def _release(self, ref: weakref.ref) -> None:
         with self._lock:

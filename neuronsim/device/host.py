@@ -79,9 +79,7 @@ class _Conversion:
 def run_on_host(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
     """Compute the op with ATen-CPU; ``charge=False`` (a native kernel's ``fast`` numerics, which
     charges its own Program's time) neither charges the clock nor counts a fallback."""
-    fast = _FAST_KINDS.get(plan.name, _UNKNOWN)
-    if fast is _UNKNOWN:
-        fast = _FAST_KINDS[plan.name] = _fast_kind(plan)
+    fast = _fast_kind(plan)
     if fast is not None:
         result = _run_fast(plan, fast, args, kwargs, charge)
         if result is not _SLOW:
@@ -96,6 +94,13 @@ _FAST_KINDS: dict[str, str | None] = {}  # op name -> its short path's kind, or 
 
 
 def _fast_kind(plan: OpPlan) -> str | None:
+    fast = _FAST_KINDS.get(plan.name, _UNKNOWN)
+    if fast is _UNKNOWN:
+        fast = _FAST_KINDS[plan.name] = _short_path_of(plan)
+    return fast
+
+
+def _short_path_of(plan: OpPlan) -> str | None:
     """The schema's short path ("fresh", "self"); "none" for an in-place op that writes only
     ``self`` and returns nothing (``_foreach_add_``); "fresh_many" for a functional op with several
     fresh results (``native_layer_norm``)."""
@@ -179,6 +184,61 @@ def _run_fast(plan: OpPlan, fast: str, args: tuple, kwargs: dict, charge: bool =
     return out
 
 
+def host_runner(plan: OpPlan, args: tuple, kwargs: dict, varying: frozenset = frozenset()):
+    """The short path (uncharged: a native kernel's ``fast`` numerics) specialised to calls laid
+    out like this one, or None where the short path does not take it. A native kernel's signature
+    fixes the layout: which positions hold device tensors, lists of them, numbers or 0-dim CPU
+    scalars, and their dtypes; ``varying`` names positions whose kind it does not fix (runtime
+    arguments), which must hold no tensors. ``runner(args, kwargs, index)`` computes a call."""
+    fast = _fast_kind(plan)
+    if fast is None:
+        return None
+    for v in kwargs.values():
+        if isinstance(v, Tensor | list | tuple | torch.device | torch.dtype):
+            return None
+    narrow = plan.casts_64bit
+    tensors, lists, numbers = [], [], []
+    for pos, a in enumerate(args):
+        if type(a) in _NUMBERS and pos in plan.tensor_args:
+            numbers.append(pos)
+        elif isinstance(a, Tensor):
+            if pos in varying or (a.is_cpu and a.dim()) or (narrow and a.dtype in _NARROW):
+                return None
+            if not a.is_cpu:
+                tensors.append(pos)  # (a 0-dim CPU scalar passes as it is)
+        elif isinstance(a, list | tuple):
+            if any(isinstance(x, Tensor) for x in a):
+                if pos in varying or not all(isinstance(x, Tensor) and not x.is_cpu
+                                             and not (narrow and x.dtype in _NARROW) for x in a):
+                    return None
+                lists.append(pos)
+        elif isinstance(a, torch.device | torch.dtype):
+            return None
+    if not tensors and not lists:
+        return None
+    call = plan.call
+
+    def runner(args: tuple, kwargs: dict, index: int):
+        hargs = list(args)
+        for p in tensors:
+            hargs[p] = host_view(args[p])
+        for p in lists:
+            a = args[p]
+            hargs[p] = type(a)(map(host_view, a))
+        for p in numbers:
+            hargs[p] = number_as_tensor(args[p])
+        result = call(*hargs, **kwargs)
+        if fast == "fresh":
+            if isinstance(result, Tensor):
+                return adopt(result, index) if result.is_cpu else result
+            return _adopt_all(result, index, ())
+        if fast == "fresh_many":
+            return _adopt_all(tuple(result), index, ())
+        return args[0] if fast == "self" else None
+
+    return runner
+
+
 def _finish_other_result(plan, result, signature, bytes_in, index, charge: bool):
     # A non-tensor (or tensor-list) result of a fresh-returning op: adopt what needs adopting.
     out = _adopt_all(result, index, ())
@@ -217,7 +277,8 @@ def _widen_targets(plan: OpPlan, args: tuple, kwargs: dict, conv: _Conversion) -
     int32; ``int64 + int32`` is int64; a 0-dim float64 leaves a float32 result float32). Without a
     meta kernel, every narrowed dtype."""
     try:
-        key = (plan.name, frozenset(conv.narrowed), _layout_key(args), _layout_key(tuple(kwargs.items())))
+        key = (plan.name, frozenset(conv.narrowed), torch.get_default_dtype(),  # types Python numbers
+               _layout_key(args), _layout_key(tuple(kwargs.items())))
         hash(key)
     except (TypeError, _Unkeyed):
         key = None
@@ -245,8 +306,8 @@ def _widen_targets(plan: OpPlan, args: tuple, kwargs: dict, conv: _Conversion) -
     return found
 
 
-# The meta answer depends only on what the meta tensors carry (dtype, shape, strides) and on the
-# other arguments, so a training loop's repeated calls ask the meta kernel once.
+# The meta answer depends only on what the meta tensors carry (dtype, shape, strides), on the other
+# arguments and on the default dtype, so a training loop's repeated calls ask the meta kernel once.
 _widen_cache: dict = {}
 _WIDEN_CACHE_SIZE = 4096
 

@@ -1,37 +1,32 @@
 """Fused optimizer steps (``_fused_adam_`` / ``_fused_adamw_``): ``torch.optim.Adam(fused=True)``.
 
-One Program per call updates every parameter of the lists, like ATen's multi-tensor kernel: for
-each list position the param, grad and state tensors are walked together in ``[128, F]`` tiles
-(``tiling.elementwise_tiles``), loaded by DMA, updated in fp32 on the engines and stored back, so
-each element is read and written once per step.
+One Program per call updates every parameter of the lists, like ATen's multi-tensor kernel: each
+list position's param, grad and states are streamed together in tiles — loaded by DMA, updated in
+fp32, stored back — so each element is read and written once per step. ATen-CPU walks each
+tensor's memory, not its indices, and so does the kernel (flat tiles over one dense layout shared
+by the tensors at a position, as autograd and ``zeros_like`` give them).
 
-The step count is a device tensor per parameter (``state_steps``, incremented on the device just
-before the call), so the bias corrections are computed on the chip, not read on the host (a read
-would synchronize, and a value in the signature would trace a Program per step): the steps are
-broadcast into a ``[128, n]`` tile and ``1 - beta^step`` is taken as ``-expm1(step * ln beta)`` =
-``-2t / (1 - t)`` with ``t = tanh(step * ln(beta) / 2)`` on ScalarE — exact to a few fp32 ulps
-even at step 1, where ``1 - exp(...)`` would cancel (``1 - 0.999`` keeps ~4 significant bits of
-an fp32 ``0.999``). Column ``i`` of the results is parameter ``i``'s ``[P, 1]`` operand.
+The step counts are device tensors, incremented on the device just before the call: the bias
+corrections are computed on the chip (a host read would synchronize; a value in the signature would
+trace a Program per step). Each step is loaded into one partition, TensorE broadcasts them to every
+partition, and ``1 - beta^step`` is taken as ``-expm1(step ln beta) = -2t / (1 - t)``, ``t =
+tanh(step ln(beta) / 2)`` on ScalarE: a few ulps at any step, where ``1 - exp(...)`` would lose
+``log2(1 / (1 - beta2))`` (~10) bits at step 1. ``lr`` is a runtime scalar (schedulers change it
+every step); the betas, eps and weight decay are in the signature (constant in practice), so their
+derived coefficients (``1 - beta2``, ``ln beta``) come from float64 as in ATen — an fp32 runtime
+``beta2`` would put ``1 - beta2`` 1.3e-5 off.
 
-``lr`` is a runtime scalar (schedulers change it every step; one Program serves them all). The
-betas, eps and weight decay are part of the signature: they are constant in practice, and as
-statics their derived coefficients (``1 - beta2``, ``ln beta``) are computed in float64 as ATen
-does — an fp32 runtime ``beta2`` would already be ``1.3e-5`` off in ``1 - beta2``.
-
-Per element, in ATen-CPU's order (``FusedAdamKernel.cpp``; bf16/fp16 compute in fp32 and round
+Per element, in ATen-CPU's order (``FusedAdamKernel.cpp``; 16-bit params compute in fp32 and round
 each stored tensor once): ``g = ±grad (+ wd * param)``, AdamW's ``param *= 1 - lr * wd``,
 ``m = lerp(m, g, 1 - beta1)``, ``v = beta2 * v + ((1 - beta2) * g) * g``, amsgrad's
-``vmax = max(vmax, v)``, ``param += (-step_size * m) / (sqrt(v) / sqrt(bc2) + eps)``.
-The work is split so that VectorE (the lerp, ``v``, ``denom``), GpSimd (the other two-input
-products, the quotient and the final add) and ScalarE (the products by a scalar, the square root)
-share the arithmetic; the DMAs round 16-bit states on the store. Large fp32 steps are DMA-bound,
-bf16 ones VectorE-bound. Small tensors (up to 16 Ki elements) are ``[<= 32, F]`` tiles at partitions
-0, 32, 64 or 96 in turn, so that their transfers, bound by the DMA's fixed cost, use different
-engines; the next tile's loads are issued before this tile's stores.
-ATen-CPU walks each tensor's memory, not its indices; the kernel does the same (flat tiles over a
-dense layout), so tensors at one list position must share one dense layout (what autograd and
-``zeros_like`` give). Other layouts, ``grad_scale`` / ``found_inf`` (AMP) and a device ``lr``
-tensor fall back to the host.
+``vmax = max(vmax, v)``, ``param += (-step_size * m) / (sqrt(v) / sqrt(bc2) + eps)``. VectorE (the
+lerp, ``v``, the denominator), GpSimd (the other two-input ops) and ScalarE (products by a scalar,
+the square root) share the arithmetic; the DMAs round 16-bit states on the store. Large fp32 steps
+are DMA-bound, bf16 ones VectorE-bound. The next tile's loads are issued before this tile's stores.
+Small tensors (up to 16 Ki elements), whose transfers cost the DMA's fixed cost, are ``[<= 32, F]``
+tiles at partitions 0, 32, 64, 96 in turn, so their transfers use different DMA engines.
+
+Other layouts, ``grad_scale`` / ``found_inf`` (AMP) and a device ``lr`` tensor fall back to the host.
 """
 
 from __future__ import annotations

@@ -16,8 +16,10 @@ validation, encoding, schedule). The entry is the only cache: each signature get
 Running an entry (:meth:`Entry.run`) binds the device tensors as the Program's HBM tensors in
 place (their data pointers; see ``bridge.py``), allocates fresh outputs through the device's
 allocator (the HBM ledger sees them), executes with the Numba executor — or, with
-``NEURON_SIM_NUMERICS=fast``, lets ATen-CPU compute the values — and charges the Program's
-schedule to the device clock with its launch overhead, FLOPs, engine busy times and the Prepared.
+``NEURON_SIM_NUMERICS=fast``, lets ATen-CPU compute the values through a host call specialised
+to the entry's signature — and charges the Program's schedule to the device clock with its launch
+overhead, FLOPs, engine busy times and the Prepared. What a run needs is derived once per entry,
+so the cached path only indexes.
 """
 
 from __future__ import annotations
@@ -34,16 +36,16 @@ import neuronsim.nki as nki
 from neuronsim import sim
 from neuronsim.device import clock, memory
 from neuronsim.device.dispatch import register_native_kernel
-from neuronsim.device.host import run_on_host
+from neuronsim.device.host import host_runner, run_on_host
 from neuronsim.device.schema import OpPlan, ReturnKind, WrapperKind, plan_for
 from neuronsim.kernels import op_overload
 from neuronsim.kernels.bridge import (
     Operand,
+    aliasing,
     bind_arrays,
     dummy_array,
     hbm_view,
     operand_of,
-    aliasing,
     overlaps,
     same_view,
 )
@@ -168,7 +170,8 @@ def _runtime_key(a):
     return ("rt", type(a).__name__)
 
 
-def signature_key(args: tuple, kwargs: dict, runtime: frozenset = frozenset(), inplace: bool = False) -> tuple:
+def signature_key(args: tuple, kwargs: dict, runtime: frozenset = frozenset(),
+                  inplace: bool = False) -> tuple:
     """(per-argument keys, keyword keys, the aliasing of a written ``self``): the key of one op's
     cache (each op has its own, so the op is not part of it).
 
@@ -219,6 +222,7 @@ def _alias(read: Tensor, written: Tensor) -> bool:
 
 
 _DECLINED = object()
+_UNBUILT = object()
 
 
 @dataclass
@@ -252,6 +256,9 @@ class Entry:
         self._operand_sel = tuple((_ROLES[r.role], r.index) for r in self.operand_refs)
         self._fresh = tuple((size, stride, dtype, nbytes) for (size, stride, dtype), nbytes
                             in zip(self.output_specs, self.output_bytes, strict=True))
+        # fast numerics: the host call specialised to this signature's layout (built at first use)
+        self._host_runner = _UNBUILT
+        self._varying = frozenset(pos for pos, _, _ in self.runtime)
 
     @property
     def program(self):
@@ -289,7 +296,13 @@ class Entry:
                 return NotImplemented  # the chokepoint runs this call on the host
         index = inputs[0].get_device()
         if fast:
-            result = run_on_host(self.plan, args, kwargs, charge=False)
+            runner = self._host_runner
+            if runner is _UNBUILT:
+                runner = self._host_runner = host_runner(self.plan, args, kwargs, self._varying)
+            if runner is not None:
+                result = runner(args, kwargs, index)
+            else:
+                result = run_on_host(self.plan, args, kwargs, charge=False)
         else:
             outputs = self._outputs(inputs, index)
             scalars = runtime_scalars(self.runtime, args, kwargs) if self.runtime else None
@@ -332,6 +345,7 @@ class Entry:
 
 
 InputPosition = tuple[int, str, "int | None"]  # (argument position, name, list element or None)
+_KEYWORD = 10_000  # positions from here on are keyword arguments (looked up by name)
 _ROLES = {"in": 0, "out": 1, "rt": 2}
 
 
@@ -339,7 +353,7 @@ def _gatherer(positions: tuple[InputPosition, ...]):
     """``gather_inputs`` for one entry's positions. A signature fixes how many arguments come
     positionally (the key has one part per positional argument), so inputs that are whole
     positional arguments are a plain index."""
-    if all(element is None and pos < 10_000 for pos, _, element in positions):
+    if all(element is None and pos < _KEYWORD for pos, _, element in positions):
         picks = tuple(pos for pos, _, _ in positions)
         if len(picks) == 1:
             (only,) = picks
@@ -400,7 +414,10 @@ class NativeOp:
     def __call__(self, op, args: tuple, kwargs: dict):
         opts = current_options()
         try:
-            key = (opts.chip, signature_key(args, kwargs, self._runtime_positions, self._inplace))
+            # (chip, op name, per-argument keys, ...): the name (a str, whose hash is cached) where the
+            # OpOverload was, whose __hash__ is Python code run on every call.
+            key = (opts.chip, self.plan.name,
+                   *signature_key(args, kwargs, self._runtime_positions, self._inplace))
         except _Decline:
             return NotImplemented
         entry = self.entries.get(key)
@@ -428,7 +445,8 @@ class NativeOp:
             return _DECLINED
         inputs = gather_inputs(positions, args, kwargs)
         leading = len(plan.written)  # the written arguments come first: their inputs are the outputs
-        written = sum(1 for pos, _, _ in positions if pos < leading) if plan.kind is WrapperKind.INPLACE else 0
+        inplace = plan.kind is WrapperKind.INPLACE
+        written = sum(1 for pos, _, _ in positions if pos < leading) if inplace else 0
         outputs, complete = _meta_outputs(self.op, args, kwargs)
         if outputs is None or any(t.numel() == 0 for t in inputs):
             return _DECLINED
@@ -469,7 +487,7 @@ def _tensor_positions(op, args, kwargs) -> tuple[InputPosition, ...] | None:
         if not add(pos, names[pos], a):
             return None
     for name, v in kwargs.items():
-        if not add(len(args) + 10_000, name, v):  # a keyword: looked up by name
+        if not add(len(args) + _KEYWORD, name, v):  # a keyword: looked up by name
             return None
     return tuple(out) or None
 

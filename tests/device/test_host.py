@@ -4,11 +4,17 @@ the clock's bytes and signature; and the 64-bit widening answer cached per argum
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from neuronsim.device import clock, dispatch, hbm, host
 from neuronsim.options import options
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import train_gpt  # noqa: E402
 
 
 @pytest.fixture
@@ -30,7 +36,7 @@ def _last_fallback(fn):
 
 def _lists(seed: int):
     g = torch.Generator().manual_seed(seed)
-    return [torch.rand(5, 3, generator=g) + 0.5, torch.rand(7, generator=g) + 0.5, torch.rand(2, 2, 2, generator=g) + 0.5]
+    return [torch.rand(shape, generator=g) + 0.5 for shape in ((5, 3), (7,), (2, 2, 2))]
 
 
 def test_a_foreach_fallback_charges_every_tensor_of_its_lists(no_native_kernels):
@@ -51,14 +57,16 @@ def test_fresh_list_and_tuple_results_are_device_tensors_charged_to_hbm(no_nativ
     ledger = hbm.ledger(0)
     before = ledger.allocated_bytes
     roots, (_, _, to_device) = _last_fallback(lambda: torch._foreach_sqrt(dx))
-    assert all(r.device.type == "neuron" and torch.equal(r.cpu(), x.sqrt()) for r, x in zip(roots, xs, strict=True))
+    assert all(r.device.type == "neuron" and torch.equal(r.cpu(), x.sqrt())
+               for r, x in zip(roots, xs, strict=True))
     assert to_device.bytes == sum(r.nbytes for r in roots)
     assert ledger.allocated_bytes - before >= sum(r.nbytes for r in roots)
     x, w, b = torch.randn(4, 6), torch.randn(6), torch.randn(6)
     got = torch.native_layer_norm(x.to("neuron"), (6,), w.to("neuron"), b.to("neuron"), 1e-5)
     expected = torch.native_layer_norm(x, (6,), w, b, 1e-5)
     assert isinstance(got, tuple) and len(got) == 3
-    assert all(g.device.type == "neuron" and torch.equal(g.cpu(), e) for g, e in zip(got, expected, strict=True))
+    assert all(g.device.type == "neuron" and torch.equal(g.cpu(), e)
+               for g, e in zip(got, expected, strict=True))
 
 
 def test_a_list_holding_a_cpu_tensor_still_raises_torchs_device_error(no_native_kernels):
@@ -79,7 +87,8 @@ def test_fast_numerics_foreach_ops_match_the_cpu_and_run_natively():
     assert all(torch.equal(d.cpu(), x) for d, x in zip(dx, xs, strict=True))
     assert all(torch.equal(d.cpu(), r) for d, r in zip(droots, roots, strict=True))
     assert torch.neuron.get_fallback_ops() == []
-    assert {"aten::_foreach_addcdiv_.ScalarList", "aten::_foreach_sqrt"} <= set(torch.neuron.get_executed_ops())
+    executed = set(torch.neuron.get_executed_ops())
+    assert {"aten::_foreach_addcdiv_.ScalarList", "aten::_foreach_sqrt"} <= executed
 
 
 def test_the_widening_answer_is_cached_per_layout_not_per_op(no_native_kernels):
@@ -98,3 +107,32 @@ def test_the_widening_answer_is_cached_per_layout_not_per_op(no_native_kernels):
     answers = [frozenset(found) for key, found in host._widen_cache.items() if key[0] == "aten::mul.Tensor"]
     expected = [frozenset(), frozenset({torch.float32}), frozenset({torch.int32})]
     assert sorted(answers, key=str) == sorted(expected, key=str)
+
+
+def test_fast_numerics_train_gpt_gives_the_cpus_losses_bit_for_bit():
+    """fast: ATen-CPU computes every value (on the host short path's specialised calls), so the
+    losses are the CPU's exactly, while the device time still comes from the native Programs."""
+    args = ["--steps", "3", "--batch", "4", "--block", "16", "--quiet"]
+    cpu = train_gpt.main([*args, "--device", "cpu"])
+    torch.neuron.clear_op_tracking()
+    start = clock.clock(0).now_ns
+    with options(numerics="fast"):
+        neuron = train_gpt.main([*args, "--device", "neuron"])
+    assert neuron == cpu
+    assert set(torch.neuron.get_fallback_ops()) <= {"aten::arange.start_out"}
+    assert clock.clock(0).now_ns > start
+
+
+def test_the_widening_cache_keys_on_the_default_dtype(no_native_kernels):
+    """``int64 * 2.5`` takes the default float dtype: float64 under a float64 default (its float32
+    host result widens back), float32 under float32 (nothing widens), in either order."""
+    host._widen_cache.clear()
+    i64 = torch.arange(4, device="neuron")
+    try:
+        for default in (torch.float64, torch.float32):
+            torch.set_default_dtype(default)
+            got = i64 * 2.5
+            assert got.dtype == default
+            assert got.cpu().tolist() == [0.0, 2.5, 5.0, 7.5]
+    finally:
+        torch.set_default_dtype(torch.float32)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from conftest import DTYPES, ran_natively, tolerance
 
+import neuronsim
 import neuronsim.kernels.optim  # noqa: F401  (registers the real kernels)
 from neuronsim.kernels import registry
 
@@ -166,6 +167,19 @@ def test_beta1_zero_and_a_large_lerp_weight():
         assert_lists_match(dev, cpu)
 
 
+def test_more_params_than_partitions():
+    """Step counts are broadcast in blocks of 128: 130 params (each its own step) need two."""
+    params = make_params(torch.float32, shapes=[(2 + i % 3,) for i in range(130)], seed=9)
+    optimizers = run_steps("Adam", params, steps=2)
+    with torch.no_grad():  # one param one step ahead: every param must read its own step
+        optimizers["neuron"].state[params["neuron"][129]]["step"] += 1
+        optimizers["cpu"].state[params["cpu"][129]]["step"] += 1
+    for optimizer in optimizers.values():
+        optimizer.step()
+    assert ran_natively("aten::_fused_adam_")
+    assert_states_match(optimizers, params)
+
+
 def test_lists_of_mixed_dtypes_update_each_position_in_its_dtype():
     cpu = direct_args("cpu")
     for lst in cpu[:4]:
@@ -223,6 +237,27 @@ def test_one_state_tensor_written_twice_falls_back():
         torch._fused_adam_(*lists, **KWARGS)
     assert not ran_natively("aten::_fused_adam_")
     assert_lists_match(dev, cpu)
+
+
+@pytest.mark.parametrize("lr", [1e-2, "host tensor"])
+def test_fast_numerics_give_atens_bits_and_both_executors_the_same(lr):
+    kwargs = {**KWARGS, "lr": torch.tensor(1e-2) if lr == "host tensor" else lr, "weight_decay": 0.1,
+              "amsgrad": True}
+
+    def run(device, **opts):
+        lists = list(direct_args("cpu"))
+        lists[4] = [t.abs() for t in lists[3]]  # max_exp_avg_sqs
+        lists = [[t.to(device) for t in lst] for lst in lists]
+        with neuronsim.options(**opts):
+            torch._fused_adamw_(*lists, **kwargs)
+        return [[t.cpu() for t in lst] for lst in lists]
+
+    expected, fast = run("cpu"), run("neuron", numerics="fast")
+    numba, reference = run("neuron"), run("neuron", executor="reference")
+    assert ran_natively("aten::_fused_adamw_" + (".tensor_lr" if lr == "host tensor" else ""))
+    for e, f, n, r in zip(sum(expected, []), sum(fast, []), sum(numba, []), sum(reference, []), strict=True):
+        assert torch.equal(f, e) and torch.equal(n, r)
+        torch.testing.assert_close(n, e)
 
 
 def test_tensors_of_different_layouts_fall_back_and_match():
