@@ -21,7 +21,7 @@ from neuronsim.sim.engines import OPDEFS
 from neuronsim.sim.ir import Memory, Program
 from neuronsim.sim.memory.access import RefMemory
 from neuronsim.sim.memory.layout import Placement, place_tensors
-from neuronsim.sim.memory.state import bind_hbm, core_memory
+from neuronsim.sim.memory.state import bind_hbm, core_memory, host_pitches
 from neuronsim.sim.schedule import Timeline, schedule_program
 from neuronsim.sim.validate import check_initialized, validate_program
 
@@ -62,7 +62,7 @@ def prepare(program: Program, chip: str | ChipSpec | None = None, *, uninitializ
     validate_program(program, spec, placement)
     if policy == "error":
         check_initialized(program, placement, spec)
-    pitch = {Memory.SBUF: spec.sbuf_bytes_per_partition, Memory.PSUM: spec.psum_bytes_per_partition}
+    pitch = host_pitches(spec)  # the executors address on-chip bytes in CoreMemory's host rows
     rows, frows = [], []
     for ins in program.instructions:
         ints, floats = OPDEFS[ins.opcode].encode(ins)

@@ -1,9 +1,10 @@
 """One NeuronCore's memories at run time: SBUF and PSUM byte arrays, and HBM bound to host arrays.
 
 HBM tensors are the caller's numpy arrays, used in place (a torch tensor's memory can be handed
-in zero-copy). SBUF and PSUM are ``[partitions, bytes_per_partition]`` uint8 arrays kept per
-chip and reused, because allocating 28 MiB per kernel would dominate small kernels; before each
-run only the bytes the Program uses are reset to the uninitialized-memory fill.
+in zero-copy). SBUF and PSUM are ``[partitions, bytes_per_partition]`` uint8 arrays (views of
+rows padded to :func:`host_pitch`) kept per chip and reused, because allocating 28 MiB per kernel
+would dominate small kernels; before each run only the bytes the Program uses are reset to the
+uninitialized-memory fill.
 """
 
 from __future__ import annotations
@@ -23,12 +24,29 @@ from neuronsim.sim.memory.layout import Placement
 FILL_BYTE = {"nan": 0xFF, "zero": 0x00, "error": 0xFF}
 
 
+_CACHE_LINE = 64
+
+
+def host_pitch(bytes_per_partition: int) -> int:
+    """Bytes from one partition to the next in the host arrays: the partition's bytes rounded up to
+    a cache line, plus one. PSUM's 16 KiB (and SBUF's 4 KiB - 8) would put every partition's same
+    column in the same L1 sets, and a matmul touching 128 partitions would thrash them."""
+    return -(-bytes_per_partition // _CACHE_LINE) * _CACHE_LINE + _CACHE_LINE
+
+
+def host_pitches(chip: ChipSpec) -> dict[Memory, int]:
+    return {Memory.SBUF: host_pitch(chip.sbuf_bytes_per_partition),
+            Memory.PSUM: host_pitch(chip.psum_bytes_per_partition)}
+
+
 class CoreMemory:
     def __init__(self, chip: ChipSpec):
         self.chip = chip
-        self.sbuf = np.zeros((chip.partitions, chip.sbuf_bytes_per_partition), dtype=np.uint8)
-        self.psum = np.zeros((chip.partitions, chip.psum_bytes_per_partition), dtype=np.uint8)
-        self.pitch = {Memory.SBUF: self.sbuf.shape[1], Memory.PSUM: self.psum.shape[1]}
+        self.pitch = host_pitches(chip)
+        # Rows padded to the host pitch; ``sbuf`` / ``psum`` are views of the chip's bytes.
+        self._rows = {m: np.zeros((chip.partitions, self.pitch[m]), dtype=np.uint8) for m in self.pitch}
+        self.sbuf = self._rows[Memory.SBUF][:, :chip.sbuf_bytes_per_partition]
+        self.psum = self._rows[Memory.PSUM][:, :chip.psum_bytes_per_partition]
 
     def reset(self, program: Program, placement: Placement, policy: str) -> None:
         fill = FILL_BYTE[policy]
@@ -40,9 +58,10 @@ class CoreMemory:
             mem[start:start + t.partitions, off:off + t.bytes_per_partition] = fill
 
     def on_chip_base(self, t: TensorDecl, placement: Placement) -> tuple[np.ndarray, int]:
-        mem = self.sbuf if t.memory is Memory.SBUF else self.psum
-        offset = placement.start_partition[t.id] * mem.shape[1] + placement.byte_offset[t.id]
-        return mem.reshape(-1), offset
+        """The flat host buffer of ``t``'s memory and ``t``'s byte offset in it."""
+        rows = self._rows[t.memory]
+        offset = placement.start_partition[t.id] * rows.shape[1] + placement.byte_offset[t.id]
+        return rows.reshape(-1), offset
 
 
 _per_thread = threading.local()
@@ -72,7 +91,7 @@ def bind_hbm(program: Program, arrays) -> dict[int, np.ndarray]:
         arrays = list(arrays)
         if len(arrays) > len(hbm):
             raise InputError(f"program '{program.name}' has {len(hbm)} HBM tensors, got {len(arrays)} arrays")
-        arrays = {t.name: a for t, a in zip(hbm, arrays)}
+        arrays = {t.name: a for t, a in zip(hbm, arrays, strict=False)}  # may be shorter
     unknown = set(arrays) - {t.name for t in hbm}
     if unknown:
         raise InputError(f"program '{program.name}' has no HBM tensor named {sorted(unknown)}")
