@@ -148,6 +148,8 @@ def _arg_key(a):
             return ("cpu", a.dtype, _scalar_key(a.item()))
         return a.dtype, a.shape, a.stride()
     if isinstance(a, list | tuple):
+        if a and all(isinstance(x, Tensor) and not x.is_cpu for x in a):  # _foreach_ lists, in one pass
+            return tuple([(x.dtype, x.shape, x.stride()) for x in a])
         return tuple(map(_arg_key, a))
     if isinstance(a, float | int | bool):
         return _scalar_key(a)

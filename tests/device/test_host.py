@@ -136,3 +136,29 @@ def test_the_widening_cache_keys_on_the_default_dtype(no_native_kernels):
             assert got.cpu().tolist() == [0.0, 2.5, 5.0, 7.5]
     finally:
         torch.set_default_dtype(torch.float32)
+
+
+def test_fast_numerics_take_scalars_keywords_and_index_tensors_as_the_cpu_does():
+    """The specialised host call keeps each argument kind: a 0-dim CPU scalar, a Python number in a
+    ``Tensor`` slot, keyword scalars, an in-place op's ``self``, int64 indices (kept whole)."""
+    g = torch.Generator().manual_seed(7)
+    x, y = torch.randn(6, 5, generator=g), torch.randn(6, 5, generator=g)
+    index = torch.tensor([4, 0, 2, 2])
+    aten = torch.ops.aten
+    cases = {
+        "cpu scalar": lambda a, b, i: a * torch.tensor(1.5),
+        "number in a Tensor slot": lambda a, b, i: aten.mul.Tensor(a, 3),
+        "keyword alpha": lambda a, b, i: torch.add(a, b, alpha=-0.25),
+        "in place": lambda a, b, i: a.clone().mul_(b),
+        "int64 index": lambda a, b, i: a.index_select(0, i),
+        "two results": lambda a, b, i: torch.max(a, dim=1),
+    }
+    for name, fn in cases.items():
+        expected = fn(x, y, index)
+        for _ in range(2):  # the first call builds the entry's host call, the second uses it
+            with options(numerics="fast"):
+                got = fn(x.to("neuron"), y.to("neuron"), index.to("neuron"))
+            for g_, e in zip(got if isinstance(got, tuple) else (got,),
+                             expected if isinstance(expected, tuple) else (expected,), strict=True):
+                assert g_.device.type == "neuron" and g_.dtype == e.dtype, name
+                assert torch.equal(g_.cpu(), e), name

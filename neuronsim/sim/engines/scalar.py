@@ -12,8 +12,14 @@ bits (v3 on, ScalarE copies are bit-accurate, S10): NaN payloads, -0.0 and int32
 Otherwise they cast through fp32 like every other function.
 
 Numerics of ``func``. Exact operations (sqrt, division, products) are correctly rounded in any
-implementation. The transcendental ones (exp, log, log1p, tanh, erf, sin) call the C math library in
-both executors: Numba's ``math.*`` compiles to libm calls, and the reference calls Python's
+implementation. exp (also inside sigmoid, silu and softplus), erf and gelu are float64 range
+reductions and polynomials of our own (``transcendentals.py``): the same IEEE operations in both
+executors, vectorized by LLVM, within 1 fp32 ulp of the exact value and almost always the correctly
+rounded fp32 (ScalarE's own fp32 tables are not published; a float64 evaluation rounded once keeps
+the simulator's "func on the fp32 argument, rounded once" contract, and in float64 the two
+executors agree by construction, where an fp32 minimax polynomial would add its own error on top of
+the hardware's unknown one). The other transcendental ones (log, log1p, tanh, sin) call the C math
+library in both executors: Numba's ``math.*`` compiles to libm calls, and the reference calls Python's
 ``math.*`` (the same libm) element by element. numpy's float64 ufuncs are not used for them: on
 AVX-512 machines numpy has its own SIMD exp/log/tanh/log1p (and scipy's erf is cephes), which differ
 from libm in the last float64 bit for ~5-15% of inputs (measured), so a rare fp32 rounding could
@@ -45,13 +51,37 @@ from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.encoding import DST, DST2, IMM, SRC0, SRC1
 from neuronsim.sim.engines.common import OpDef, fail, max_ii, require, require_operands, require_same_shape
+from neuronsim.sim.engines.transcendentals import (
+    CENTRAL_TOP,
+    INV_SQRT2,
+    erf64,
+    erf_central,
+    erf_np,
+    exp64,
+    exp_np,
+    gelu64,
+    gelu_central,
+    gelu_np,
+)
 from neuronsim.sim.ir import ActFunc, Instruction, Opcode
-from neuronsim.sim.memory.access import AP_WIDTH, RefMemory, copy_raw, gather_f32, scatter_f32
+from neuronsim.sim.memory.access import (
+    AP_WIDTH,
+    RefMemory,
+    ap_free,
+    ap_parts,
+    block_rows,
+    copy_raw,
+    gather_f32,
+    load_rows_f32,
+    row_offsets,
+    same_or_disjoint,
+    scatter_f32,
+    store_rows_f32,
+)
 
 _ACTIVATION_IMM = frozenset({"func", "scale", "bias", "bias_is_tile", "scale_is_tile", "reduce"})
 _COPIES = frozenset({ActFunc.copy, ActFunc.identity})
 
-_SQRT2 = math.sqrt(2.0)
 _GELU_TANH_C = math.sqrt(2.0 / math.pi)
 _GELU_TANH_CUBIC = 0.044715
 
@@ -69,8 +99,8 @@ _ERF, _SIN, _ABS, _SIGN = int(ActFunc.erf), int(ActFunc.sin), int(ActFunc.abs), 
 @njit(cache=True, inline="always")
 def _sigmoid64(x):
     if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
+        return 1.0 / (1.0 + exp64(-x))
+    e = exp64(x)
     return e / (1.0 + e)
 
 
@@ -80,7 +110,7 @@ def act_f64(func, x):
     if func == _COPY or func == _IDENTITY:
         return x
     if func == _EXP:
-        return math.exp(x)
+        return exp64(x)
     if func == _LOG:
         if x > 0:
             return math.log(x)
@@ -93,16 +123,16 @@ def act_f64(func, x):
         if x != x:
             return x
         return x if x > 0 else 0.0
-    if func == _GELU or func == _GELU_TANH or func == _SILU:
+    if func == _GELU:
+        return gelu64(x)
+    if func == _GELU_TANH or func == _SILU:
         if math.isinf(x):  # the limits; the formulas give inf * 0 = NaN at -inf
             return x if x > 0 else 0.0
-        if func == _GELU:
-            return 0.5 * x * (1.0 + math.erf(x / _SQRT2))
         if func == _GELU_TANH:
             return 0.5 * x * (1.0 + math.tanh(_GELU_TANH_C * (x + _GELU_TANH_CUBIC * x * x * x)))
         return x * _sigmoid64(x)
     if func == _SOFTPLUS:  # log1p(exp(x)) = max(x, 0) + log1p(exp(-|x|)), no overflow
-        return (x if x > 0 else 0.0) + math.log1p(math.exp(-abs(x)))
+        return (x if x > 0 else 0.0) + math.log1p(exp64(-abs(x)))
     if func == _SQRT:
         return math.sqrt(x) if x >= 0 else math.nan
     if func == _RSQRT:
@@ -114,7 +144,7 @@ def act_f64(func, x):
     if func == _SQUARE:
         return x * x
     if func == _ERF:
-        return math.erf(x)
+        return erf64(x)
     if func == _SIN:
         return math.nan if math.isinf(x) else math.sin(x)
     if func == _ABS:
@@ -133,23 +163,14 @@ def _elementwise(scalar_fn):
     return lambda x: ufunc(x).astype(np.float64)
 
 
-def _exp_scalar(v: float) -> float:
-    try:
-        return math.exp(v)
-    except OverflowError:  # Python raises where libm returns inf
-        return math.inf
-
-
-_libm_exp = _elementwise(_exp_scalar)
 _libm_log = _elementwise(math.log)
 _libm_log1p = _elementwise(math.log1p)
 _libm_tanh = _elementwise(math.tanh)
-_libm_erf = _elementwise(math.erf)
 _libm_sin = _elementwise(math.sin)
 
 
 def _sigmoid_np(x):
-    e = _libm_exp(-np.abs(x))  # exp(-x) where x >= 0, exp(x) where x < 0 (and NaN)
+    e = exp_np(-np.abs(x))  # exp(-x) where x >= 0, exp(x) where x < 0 (and NaN)
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
@@ -160,11 +181,6 @@ def _at_infinity_limit(x, values):
 def _log_np(x):
     positive = x > 0
     return np.where(positive, _libm_log(np.where(positive, x, 1.0)), np.where(x == 0, -np.inf, np.nan))
-
-
-def _gelu_np(x):
-    finite = np.where(np.isinf(x), 0.0, x)
-    return _at_infinity_limit(x, 0.5 * finite * (1.0 + _libm_erf(finite / _SQRT2)))
 
 
 def _gelu_tanh_np(x):
@@ -190,20 +206,20 @@ def _reciprocal_np(x):
 ACT_NP = {
     ActFunc.copy: lambda x: x,
     ActFunc.identity: lambda x: x,
-    ActFunc.exp: _libm_exp,
+    ActFunc.exp: exp_np,
     ActFunc.log: _log_np,
     ActFunc.tanh: _libm_tanh,
     ActFunc.sigmoid: _sigmoid_np,
     ActFunc.relu: lambda x: np.where(np.isnan(x) | (x > 0), x, 0.0),
-    ActFunc.gelu: _gelu_np,
+    ActFunc.gelu: gelu_np,
     ActFunc.gelu_apprx_tanh: _gelu_tanh_np,
     ActFunc.silu: _silu_np,
-    ActFunc.softplus: lambda x: np.where(x > 0, x, 0.0) + _libm_log1p(_libm_exp(-np.abs(x))),
+    ActFunc.softplus: lambda x: np.where(x > 0, x, 0.0) + _libm_log1p(exp_np(-np.abs(x))),
     ActFunc.sqrt: lambda x: np.where(x >= 0, np.sqrt(np.where(x >= 0, x, 0.0)), np.nan),  # keeps -0.0
     ActFunc.rsqrt: _rsqrt_np,
     ActFunc.reciprocal: _reciprocal_np,
     ActFunc.square: lambda x: x * x,
-    ActFunc.erf: _libm_erf,
+    ActFunc.erf: erf_np,
     ActFunc.sin: lambda x: np.where(np.isinf(x), np.nan, _libm_sin(np.where(np.isinf(x), 0.0, x))),
     ActFunc.abs: np.abs,
     ActFunc.sign: lambda x: np.where(x > 0, 1.0, np.where(x < 0, -1.0, x)),
@@ -314,10 +330,39 @@ def _encode_activation(ins: Instruction) -> tuple[list[int], list[float]]:
 
 
 @njit(cache=True)
+def _central_then_tails(gelu, flat):
+    """erf or gelu of every element of ``flat``, in place: the elements outside the central region
+    are gathered first, then the series runs on all (vectorized), then the whole function on the
+    gathered ones (vectorized) and they are put back. Each element gets its function's value."""
+    n = flat.size
+    where = np.empty(n + 1, dtype=np.int64)
+    tails = np.empty(n + 1, dtype=np.float64)
+    m = 0
+    for i in range(n):  # branch-free compaction: always write, advance only past a tail element
+        v = np.float64(flat[i])
+        a = abs(v * INV_SQRT2) if gelu else abs(v)
+        where[m] = i
+        tails[m] = v
+        m += np.int64(not a < CENTRAL_TOP)  # NaN included
+    if gelu:
+        for i in range(n):
+            flat[i] = np.float32(gelu_central(np.float64(flat[i])))
+        for k in range(m):
+            tails[k] = gelu64(tails[k])
+    else:
+        for i in range(n):
+            flat[i] = np.float32(erf_central(np.float64(flat[i])))
+        for k in range(m):
+            tails[k] = erf64(tails[k])
+    for k in range(m):
+        flat[where[k]] = np.float32(tails[k])
+
+
+@njit(cache=True)
 def _act_rows(func, data, scale, bias, y):
     """``y = func(data * scale + bias)`` row by row. The functions that need no libm get their own
-    loops (the same values act_f64 gives, without a call per element); the rest go through
-    act_f64."""
+    loops over the flat rows (the same values act_f64 gives, without its dispatch per element:
+    LLVM vectorizes them); the rest go through act_f64."""
     parts, n = data.shape
     for p in range(parts):
         s, b = scale[p], bias[p]
@@ -336,6 +381,12 @@ def _act_rows(func, data, scale, bias, y):
             for j in range(n):
                 x = np.float64(y[p, j])
                 y[p, j] = np.float32(x * x)
+    elif func == _EXP:
+        flat = y.reshape(-1)  # y is C-contiguous
+        for i in range(flat.size):
+            flat[i] = np.float32(exp64(np.float64(flat[i])))
+    elif func == _ERF or func == _GELU:
+        _central_then_tails(func == _GELU, y.reshape(-1))
     else:
         for p in range(parts):
             for j in range(n):
@@ -343,11 +394,20 @@ def _act_rows(func, data, scale, bias, y):
 
 
 @njit(cache=True)
+def _row_sums(y, sums, p0):
+    """``sums[p0 + p, 0]`` = fp32 sum of row ``p`` of ``y``, left to right."""
+    for p in range(y.shape[0]):
+        acc = np.float32(-0.0)  # the additive identity: a lone -0.0 stays -0.0
+        for j in range(y.shape[1]):
+            acc = np.float32(acc + y[p, j])
+        sums[p0 + p, 0] = acc
+
+
+@njit(cache=True)
 def _nb_activation(row, frow, bases):
     func, bias_tile, scale_tile = row[IMM], row[IMM + 1], row[IMM + 2]
     reduce, bit_copy = row[IMM + 3], row[IMM + 4]
-    data = gather_f32(row, SRC0, bases)
-    parts, n = data.shape
+    parts, n = ap_parts(row, SRC0), ap_free(row, SRC0)
     if scale_tile:
         scale = gather_f32(row, SRC1 + AP_WIDTH * bias_tile, bases)[:, 0]
     else:
@@ -356,19 +416,36 @@ def _nb_activation(row, frow, bases):
         bias = gather_f32(row, SRC1, bases)[:, 0]
     else:
         bias = np.full(parts, np.float32(frow[1]), dtype=np.float32)
-    y = np.empty((parts, n), dtype=np.float32)
-    _act_rows(func, data, scale, bias, y)
+    sums = np.zeros((parts, 1), dtype=np.float32)
+    if not same_or_disjoint(row, DST, SRC0, bases):  # a shifted in-place update: read all, then write
+        y = np.empty((parts, n), dtype=np.float32)
+        _act_rows(func, gather_f32(row, SRC0, bases), scale, bias, y)
+        if bit_copy:
+            copy_raw(row, DST, SRC0, bases)
+        else:
+            scatter_f32(row, DST, bases, y)
+        if reduce:
+            _row_sums(y, sums, 0)
+            scatter_f32(row, DST2, bases, sums)
+        return
+    # Blocks of partitions through one cache-sized buffer: no tile-sized temporaries (fresh pages
+    # of a big allocation cost more than the arithmetic), each block read, computed, written.
+    block = block_rows(parts, n)
+    off_src, off_dst = row_offsets(row, SRC0), row_offsets(row, DST)
+    buf = np.empty(block * n, dtype=np.float32)
+    for p0 in range(0, parts, block):
+        k = min(block, parts - p0)
+        x = buf[:k * n]
+        load_rows_f32(row, SRC0, bases, p0, off_src, x)
+        y = x.reshape(k, n)
+        _act_rows(func, y, scale[p0:p0 + k], bias[p0:p0 + k], y)  # element by element: in place is fine
+        if not bit_copy:
+            store_rows_f32(row, DST, bases, p0, off_dst, x)
+        if reduce:
+            _row_sums(y, sums, p0)
     if bit_copy:
         copy_raw(row, DST, SRC0, bases)
-    else:
-        scatter_f32(row, DST, bases, y)
     if reduce:
-        sums = np.zeros((parts, 1), dtype=np.float32)
-        for p in range(parts):
-            acc = np.float32(-0.0)  # the additive identity: a lone -0.0 stays -0.0
-            for j in range(n):
-                acc = np.float32(acc + y[p, j])
-            sums[p, 0] = acc
         scatter_f32(row, DST2, bases, sums)
 
 

@@ -46,12 +46,16 @@ from neuronsim.sim.ir import AccessPattern, Engine, Instruction, Memory, Opcode
 from neuronsim.sim.memory.access import (
     RefMemory,
     ap_parts,
+    f32_row,
     f32_rows,
     gather_f32,
     row_offsets,
     scatter_f32,
     transpose_raw,
+    u32_row,
+    u32_rows,
 )
+from neuronsim.sim.memory.numerics import CANONICAL_NAN_BITS, bits_from_f32
 
 # S16: nc_matmul inputs. float8_e4m3fn exists from NeuronCore-v4 (gen4) on; fp32/tf32 only pair
 # with fp32/tf32.
@@ -200,6 +204,8 @@ def _encode_matmul(ins: Instruction) -> tuple[list[int], list[float]]:
 # fuses them into FMAs nor reorders them, so each element sees the same roundings as matmul_np.
 
 _TILE_ROWS, _TILE_LANES = 4, 16
+_EXP_MASK, _MANTISSA_MASK = np.uint32(0x7F800000), np.uint32(0x007FFFFF)
+_NAN_BITS = np.uint32(CANONICAL_NAN_BITS[DType.float32])
 
 
 def _matmul_tile(rows: int, vectors: int):
@@ -332,7 +338,30 @@ def _matmul_operand(row, at, bases):
 
 @njit(cache=True)
 def _nb_matmul(row, frow, bases):
-    total = matmul_f32(_matmul_operand(row, SRC0, bases), _matmul_operand(row, SRC1, bases))
+    stationary, moving = _matmul_operand(row, SRC0, bases), _matmul_operand(row, SRC1, bases)
+    m_dim, n_dim = stationary.shape[1], moving.shape[1]
+    out = f32_rows(row, DST, bases, row_offsets(row, DST))  # PSUM itself, when plain fp32 rows
+    direct = out.shape[0] == m_dim and not (n_dim < _TILE_LANES and m_dim > n_dim)
+    if direct and row[IMM] == 0:
+        # The panel writes PSUM in place (PSUM never overlaps the SBUF operands); then only the
+        # NaN canonicalization of the store is left to do.
+        _matmul_panel(stationary, moving, out)
+        bits = u32_rows(row, DST, bases, row_offsets(row, DST))
+        for p in range(m_dim):
+            d = u32_row(bits, p)
+            for j in range(n_dim):
+                if d[j] & _EXP_MASK == _EXP_MASK and d[j] & _MANTISSA_MASK != 0:
+                    d[j] = _NAN_BITS
+        return
+    total = matmul_f32(stationary, moving)
+    if direct:  # accumulate: old + total, in place, one pass
+        bits = u32_rows(row, DST, bases, row_offsets(row, DST))
+        for p in range(m_dim):
+            old, d, t = f32_row(out, p), u32_row(bits, p), total[p]
+            for j in range(n_dim):
+                x = old[j] + t[j]
+                d[j] = bits_from_f32(x) if x == x else _NAN_BITS
+        return
     if row[IMM] != 0:
         total = gather_f32(row, DST, bases) + total
     scatter_f32(row, DST, bases, total)

@@ -38,8 +38,12 @@ from neuronsim.sim.memory.numerics import (
     load_f32,
     load_i64,
     load_raw_f32,
+    load_u16,
+    load_u32,
     store_f32,
     store_i64,
+    store_u16,
+    store_u32,
 )
 
 AP_WIDTH = 5 + 2 * MAX_FREE_DIMS
@@ -567,6 +571,18 @@ def disjoint(row, at_a, at_b, bases):
 
 
 @njit(cache=True)
+def same_or_disjoint(row, at_a, at_b, bases):
+    """Whether two encoded APs are the very same elements in the same order (every field equal),
+    or share no byte: the cases where a kernel may stream partition blocks from one to the other
+    and still give the read-everything-then-write result."""
+    same = True
+    for f in range(AP_WIDTH):
+        if row[at_a + f] != row[at_b + f]:
+            same = False
+    return same or disjoint(row, at_a, at_b, bases)
+
+
+@njit(cache=True)
 def copy_by_runs(row, dst_at, src_at, bases):
     """Copy src to dst (same element size) by memcpys of their common runs; False (nothing
     copied) when they overlap or the runs are too short to be worth it."""
@@ -587,10 +603,55 @@ def copy_by_runs(row, dst_at, src_at, bases):
 
 
 @njit(cache=True)
+def _element_offsets(row, at):
+    """Byte offsets [N] of a row's elements from its first (``row_offsets``, also when contiguous)."""
+    offsets = row_offsets(row, at)
+    if offsets.size == 0:
+        offsets = np.arange(ap_free(row, at)) * _ITEMSIZE[row[at + F_DTYPE]]
+    return offsets
+
+
+@njit(cache=True)
+def _copy_words(row, dst_at, src_at, bases, item):
+    """Element k of src to element k of dst as 4- or 2-byte words, straight from memory to memory
+    (no bit-pattern array in between); the APs must not overlap. The two sides may split the
+    elements into partitions differently (an HBM side is one long row, say)."""
+    s_off, d_off = _element_offsets(row, src_at), _element_offsets(row, dst_at)
+    ns, nd = s_off.size, d_off.size
+    s_pitch, d_pitch = row[src_at + F_PITCH], row[dst_at + F_PITCH]
+    s0, d0 = row_address(row, src_at, bases, 0), row_address(row, dst_at, bases, 0)
+    if ns == 0 or nd == 0:
+        return
+    pd, jd = 0, 0
+    for ps in range(ap_parts(row, src_at)):
+        s_row = s0 + ps * s_pitch
+        js = 0
+        while js < ns:
+            # the longest stretch that stays in one dst partition: a plain loop LLVM can unroll
+            count = min(ns - js, nd - jd)
+            d_row = d0 + pd * d_pitch
+            if item == 4:
+                for c in range(count):
+                    store_u32(d_row + d_off[jd + c], load_u32(s_row + s_off[js + c]))
+            else:
+                for c in range(count):
+                    store_u16(d_row + d_off[jd + c], load_u16(s_row + s_off[js + c]))
+            js += count
+            jd += count
+            if jd == nd:
+                jd = 0
+                pd += 1
+
+
+@njit(cache=True)
 def copy_raw(row, dst_at, src_at, bases):
     """Bit-exact copy of element k of src to element k of dst (row-major), same dtype. All of src
     is read before dst is written, as in the reference."""
     if copy_by_runs(row, dst_at, src_at, bases):
+        return
+    item = _ITEMSIZE[row[src_at + F_DTYPE]]
+    if (item == 4 or item == 2) and disjoint(row, dst_at, src_at, bases):
+        _copy_words(row, dst_at, src_at, bases, item)
         return
     values = gather_raw(row, src_at, bases).reshape(-1)
     store_rows_raw(row, dst_at, bases, 0, row_offsets(row, dst_at), values)

@@ -132,6 +132,25 @@ def test_strided_copies_by_runs(dtype):
     _assert_executors_agree(b)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bfloat16", "float16", "int8"])
+def test_element_copies_between_different_partition_splits(dtype):
+    """Copies with no common run (inner steps != 1) move 2- and 4-byte elements word by word
+    (1-byte ones through bit patterns): a transposing read into rows of another length (element k
+    of src is element k of dst across partitions), a strided write, a partial tile at a partition
+    offset, and element rows that end mid-partition on the other side."""
+    b = ProgramBuilder("words")
+    a = b.hbm("a", (64, 64), dtype)
+    s = b.sbuf("s", (128, 64), dtype)
+    o = b.hbm("o", (32, 128), dtype, kind="output")
+    o2 = b.hbm("o2", (64, 64), dtype, kind="output")
+    o3 = b.hbm("o3", (7, 39), dtype, kind="output")
+    b.emit(Opcode.DMA_COPY, s.ap([[64, 64], [1, 64]], offset=64 * 64), [a])
+    b.emit(Opcode.DMA_COPY, o, [s.ap([[64, 64], [1, 16], [16, 4]], offset=64 * 64)])
+    b.emit(Opcode.DMA_COPY, o2.ap([[64, 64], [1, 8], [8, 8]]), [s.ap([[64, 64], [1, 64]], offset=64 * 64)])
+    b.emit(Opcode.DMA_COPY, o3, [s.ap([[64, 21], [3, 13]], offset=64 * 70 + 2)])
+    _assert_executors_agree(b, seed=11)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32"])
 @pytest.mark.parametrize("shape", [(128, 128), (100, 37), (1, 64), (64, 1), (130, 20)])
 def test_transposes(dtype, shape):
@@ -181,7 +200,7 @@ def test_matmul_programs(dtypes, kmn):
     _assert_executors_agree(b, seed=k + m + n)
 
 
-@pytest.mark.parametrize("func", ["copy", "identity", "relu", "square", "exp", "abs"])
+@pytest.mark.parametrize("func", ["copy", "identity", "relu", "square", "exp", "erf", "gelu", "abs"])
 def test_activation_loops(func):
     """ScalarE activation: the libm-free functions' own loops and the act_f64 path, with scale and
     bias tiles, reduce, and raw bits in (NaN payloads, -0.0, subnormals, infinities)."""
@@ -200,6 +219,29 @@ def test_activation_loops(func):
     b.emit(Opcode.DMA_COPY, o, [y])
     b.emit(Opcode.DMA_COPY, orr, [r])
     _assert_executors_agree(b, seed=3)
+
+
+@pytest.mark.parametrize("func", ["exp", "erf", "gelu", "copy"])
+def test_activation_streams_partition_blocks(func):
+    """A tile larger than one block (128 x 600 fp32: three blocks of partitions), computed in place
+    (dst is src), into a disjoint bf16 tile with reduce, and onto itself shifted by one
+    element (overlapping: the whole tile is read before any is written, as in the reference)."""
+    from neuronsim.sim import ActFunc, Engine
+    b = ProgramBuilder("act_blocks")
+    a = b.hbm("a", (128, 600), "float32")
+    s = b.sbuf("s", (128, 600), "float32")
+    y, r = b.sbuf("y", (128, 600), "bfloat16"), b.sbuf("r", (128, 1), "float32")
+    o, o2 = b.hbm("o", (128, 600), "float32", kind="output"), b.hbm("o2", (128, 600), "bfloat16", kind="output")
+    orr = b.hbm("or", (128, 1), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.ACTIVATION, s, [s], engine=Engine.SCALAR, func=ActFunc[func], scale=0.5)
+    b.emit(Opcode.ACTIVATION, y, [s], engine=Engine.SCALAR, dst2=r, func=ActFunc[func], reduce=True)
+    b.emit(Opcode.ACTIVATION, s.ap([[600, 128], [1, 599]], offset=1), [s.ap([[600, 128], [1, 599]])],
+           engine=Engine.SCALAR, func=ActFunc[func])
+    b.emit(Opcode.DMA_COPY, o, [s])
+    b.emit(Opcode.DMA_COPY, o2, [y])
+    b.emit(Opcode.DMA_COPY, orr, [r])
+    _assert_executors_agree(b, seed=7)
 
 
 @pytest.mark.parametrize("op", ["add", "maximum", "minimum", "multiply"])
