@@ -122,6 +122,7 @@ _u16_ptr = _typed_pointer("_u16_ptr", types.uint16, ir.IntType(16))
 _u8_ptr = _typed_pointer("_u8_ptr", types.uint8, ir.IntType(8))
 
 _F32, _TF32, _BF16 = int(DType.float32), int(DType.tfloat32), int(DType.bfloat16)
+_I8, _I16, _I32, _BOOL = int(DType.int8), int(DType.int16), int(DType.int32), int(DType.bool_)
 _NAN32 = CANONICAL_NAN_BITS[DType.float32]
 
 
@@ -329,22 +330,26 @@ def store_rows_f32(row, at, bases, p0, offsets, values):
 
 @njit(cache=True)
 def load_rows_i64(row, at, bases, p0, offsets, out):
-    """Partitions ``p0 ..`` as integers (``numerics.load_i64``) into ``out`` (int64, k * N)."""
+    """Partitions ``p0 ..`` as integers (``numerics.load_i64``) into ``out`` (int64, k * N).
+
+    The zero-extended bits come from :func:`load_rows_raw`, then signed and bool dtypes are fixed
+    up in one pass per dtype. Not ``load_i64`` per element: LLVM's O3 miscompiles the re-optimized
+    copy of that loop (the inlined dtype switch loses its 16-bit cases in one loop version) that a
+    caller's module embeds, and a caller loaded from Numba's cache runs that copy."""
+    load_rows_raw(row, at, bases, p0, offsets, out)
     code = row[at + F_DTYPE]
-    pitch = row[at + F_PITCH]
-    n = ap_free(row, at)
-    k = out.size // n if n else 0
-    base = row_address(row, at, bases, p0)
-    item = _ITEMSIZE[code]
-    for b in range(k):
-        addr = base + b * pitch
-        o = b * n
-        if offsets.size == 0:
-            for j in range(n):
-                out[o + j] = load_i64(addr + j * item, code)
-        else:
-            for j in range(n):
-                out[o + j] = load_i64(addr + offsets[j], code)
+    if code == _I8:
+        for j in range(out.size):
+            out[j] = (out[j] ^ 0x80) - 0x80
+    elif code == _I16:
+        for j in range(out.size):
+            out[j] = (out[j] ^ 0x8000) - 0x8000
+    elif code == _I32:
+        for j in range(out.size):
+            out[j] = (out[j] ^ 0x80000000) - 0x80000000
+    elif code == _BOOL:
+        for j in range(out.size):
+            out[j] = 1 if out[j] != 0 else 0
 
 
 @njit(cache=True)

@@ -1,0 +1,160 @@
+"""Machine code loaded from Numba's disk cache must behave like the fresh compile it was saved from.
+
+A cached function's object code carries its own (re-optimized) copies of its callees, and a process
+that loads it from the cache runs those copies; the process that compiled it ran the callees' own
+compiles instead. The two once disagreed: O3 dropped the 16-bit cases of ``numerics.load_i64``'s
+dtype switch in one loop version of the copy of ``access.load_rows_i64``, so predicated copies and
+selects with a uint16 predicate were right on a cold cache and wrong on every warm run. Each test
+runs the same instructions in two processes sharing one fresh cache dir (the first compiles, the
+second loads) and checks both against the reference executor. Only the per-opcode kernels are
+called (not the whole executor), so the cold compile stays short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import neuronsim
+
+_ROOT = Path(neuronsim.__file__).resolve().parent.parent
+
+# The child builds each case's program (DMAs of random inputs into SBUF, then the instruction under
+# test), runs it on the reference executor, runs the prefix (the DMAs) on the reference executor
+# too and then the instruction's Numba kernel alone on that state, and reports per case whether
+# the instruction's destination bytes agree, plus the kernels' cache statistics.
+_CHILD = r'''
+import json, sys
+import numpy as np
+from neuronsim import sim
+from neuronsim.sim import Engine, Instruction, Opcode, Program, ProgramBuilder
+from neuronsim.sim.api import prepare
+from neuronsim.sim.chips import get_chip
+from neuronsim.sim.dtypes import DType
+from neuronsim.sim.ir import AccessPattern as AP, OPCODE_ENGINES, Memory
+from neuronsim.sim.memory.state import core_memory
+from neuronsim.sim.engines import vector
+
+CHIP = get_chip("trn2")
+DMA = OPCODE_ENGINES[Opcode.DMA_COPY][0]
+
+
+def rand(rng, shape, dtype):
+    dt = DType[dtype]
+    n = int(np.prod(shape))
+    if dt is DType.bool_:
+        return (rng.random(n) < 0.5).reshape(shape)
+    if dt.is_int:  # mostly zeros and small values, some full-range (high bits set)
+        info = np.iinfo(dt.numpy)
+        full = rng.integers(info.min, info.max, n, endpoint=True, dtype=np.int64)
+        v = np.where(rng.random(n) < 0.5, 0, np.where(rng.random(n) < 0.5, rng.integers(1, 6, n), full))
+        return v.astype(dt.numpy).reshape(shape)
+    return (rng.standard_normal(n) * 10).astype(dt.numpy).reshape(shape)
+
+
+def case(name, tensors, make, seed):
+    """tensors: {name: (shape, dtype)}; make(t) -> (opcode, dst AP, src APs, imm)."""
+    b = ProgramBuilder(name)
+    for k, (shape, dtype) in tensors.items():
+        b.hbm("h_" + k, shape, dtype)
+        b.sbuf(k, shape, dtype)
+    ts = {t.name: t for t in b.build().tensors}
+    ins = []
+    for k, (shape, _) in tensors.items():
+        pat = ((shape[1], shape[0]), (1, shape[1]))
+        ins.append(Instruction(Opcode.DMA_COPY, DMA, AP(ts[k], 0, pat), (AP(ts["h_" + k], 0, pat),), {},
+                               location=name))
+    op, dst, srcs, imm = make(ts)
+    ins.append(Instruction(op, Engine.VECTOR, dst, tuple(srcs), imm, location=name))
+    rng = np.random.default_rng(seed)
+    inputs = {"h_" + k: rand(rng, shape, dtype) for k, (shape, dtype) in tensors.items()}
+    tensors_t = tuple(ts.values())
+    full, prefix = Program(name, tensors_t, tuple(ins)), Program(name, tensors_t, tuple(ins[:-1]))
+
+    def dst_bytes(result):
+        core = core_memory(result.prepared.chip)
+        t = dst.tensor
+        start, off = result.prepared.placement.start_partition[t.id], result.prepared.placement.byte_offset[t.id]
+        return core.sbuf[start:start + t.partitions, off:off + t.bytes_per_partition].copy()
+
+    want = dst_bytes(sim.run(full, {k: a.copy() for k, a in inputs.items()}, CHIP, executor="reference",
+                             uninitialized_memory="zero"))
+    arrays = {k: a.copy() for k, a in inputs.items()}
+    before = sim.run(prefix, arrays, CHIP, executor="reference", uninitialized_memory="zero")
+    prep = prepare(full, CHIP, uninitialized_memory="zero")
+    assert prep.placement.byte_offset == before.prepared.placement.byte_offset
+    core = core_memory(prep.chip)
+    bases = np.empty(len(full.tensors), dtype=np.int64)
+    for t in full.tensors:
+        if t.memory is Memory.HBM:
+            bases[t.id] = arrays[t.name].ctypes.data
+        else:
+            buf, o = core.on_chip_base(t, prep.placement)
+            bases[t.id] = buf.ctypes.data + o
+    kernel = vector._nb_copy_predicated if op is Opcode.TENSOR_COPY_PREDICATED else vector._nb_select
+    kernel(prep.itab[-1], prep.ftab[-1], bases)
+    got = dst_bytes(before)
+    return bool(np.array_equal(got, want))
+
+
+def ap(t, parts, *free):
+    return AP(t, 0, ((t.shape[1], parts),) + tuple(free))
+
+
+cases = {}
+for pred_dtype in ("uint16", "uint8", "uint32", "bool_"):
+    for reverse in (True, False):
+        for parts, free in ((8, ((1, 1),)), (13, ((1, 5),)), (7, ((2, 3),)), (8, ((-2, 1),))):
+            def make(ts, parts=parts, free=free, reverse=reverse):
+                return (Opcode.TENSOR_COPY_PREDICATED, ap(ts["d"], parts, *free),
+                        [ap(ts["s"], parts, *free), ap(ts["p"], parts, *free)], {"reverse_pred": reverse})
+            start = 2 if free[0][0] < 0 else 0
+            name = f"copy_pred_{pred_dtype}_rev{int(reverse)}_{parts}x{free}"
+            shape = (16, 8)
+            tensors = {"d": (shape, "float32"), "s": (shape, "float32"), "p": (shape, pred_dtype)}
+            if start:
+                def make(ts, parts=parts, free=free, reverse=reverse):  # noqa: F811 (a negative step)
+                    return (Opcode.TENSOR_COPY_PREDICATED, AP(ts["d"], 2, ((8, parts),) + free),
+                            [AP(ts["s"], 0, ((8, parts), (0, 1))), AP(ts["p"], 0, ((8, parts), (0, 1)))],
+                            {"reverse_pred": reverse})
+            cases[name] = case(name, tensors, make, len(cases))
+for pred_dtype in ("uint16", "int16", "int8", "uint8", "int32"):
+    for out_dtype in ("float32", "bfloat16"):  # raw select (all float32) and converting select
+        for parts, free in ((8, ((1, 1),)), (13, ((1, 5),)), (7, ((2, 3),))):
+            def make(ts, parts=parts, free=free):
+                return (Opcode.SELECT, ap(ts["d"], parts, *free),
+                        [ap(ts["p"], parts, *free), ap(ts["a"], parts, *free), ap(ts["b"], parts, *free)], {})
+            shape = (16, 8)
+            tensors = {"d": (shape, out_dtype), "p": (shape, pred_dtype), "a": (shape, "float32"),
+                       "b": (shape, "float32")}
+            name = f"select_{pred_dtype}_{out_dtype}_{parts}x{free}"
+            cases[name] = case(name, tensors, make, len(cases))
+stats = {k: {"hits": sum(f.stats.cache_hits.values()), "misses": sum(f.stats.cache_misses.values())}
+         for k, f in (("copy_predicated", vector._nb_copy_predicated), ("select", vector._nb_select))}
+print(json.dumps({"cases": cases, "stats": stats}))
+'''
+
+
+def _run_child(cache_dir: Path) -> dict:
+    env = dict(os.environ, NEURON_SIM_CACHE_DIR=str(cache_dir),
+               PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_cached_kernels_agree_with_fresh_compiles_and_the_reference(tmp_path):
+    cold = _run_child(tmp_path / "cache")
+    warm = _run_child(tmp_path / "cache")
+    # the first process compiled the kernels, the second loaded them: otherwise this test proves nothing
+    assert all(s["misses"] > 0 and s["hits"] == 0 for s in cold["stats"].values()), cold["stats"]
+    assert all(s["hits"] > 0 and s["misses"] == 0 for s in warm["stats"].values()), warm["stats"]
+    assert len(cold["cases"]) == 62
+    for label, run in (("fresh compile", cold), ("loaded from cache", warm)):
+        wrong = sorted(k for k, ok in run["cases"].items() if not ok)
+        assert not wrong, f"{label}: differs from the reference executor in {wrong}"
