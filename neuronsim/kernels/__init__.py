@@ -70,6 +70,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::threshold.default", "aten::threshold_.default", "aten::threshold_backward.default",
         "aten::zero_.default",
     ),
+    "neuronsim.kernels.factory": ("aten::arange.start_out",),
     "neuronsim.kernels.foreach": (
         "aten::_foreach_abs.default", "aten::_foreach_abs_.default", "aten::_foreach_add.List",
         "aten::_foreach_add.Scalar", "aten::_foreach_add.ScalarList", "aten::_foreach_add_.List",

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 import neuronsim
 
@@ -79,7 +78,8 @@ def case(name, tensors, make, seed):
     def dst_bytes(result):
         core = core_memory(result.prepared.chip)
         t = dst.tensor
-        start, off = result.prepared.placement.start_partition[t.id], result.prepared.placement.byte_offset[t.id]
+        placement = result.prepared.placement
+        start, off = placement.start_partition[t.id], placement.byte_offset[t.id]
         return core.sbuf[start:start + t.partitions, off:off + t.bytes_per_partition].copy()
 
     want = dst_bytes(sim.run(full, {k: a.copy() for k, a in inputs.items()}, CHIP, executor="reference",
@@ -143,7 +143,8 @@ print(json.dumps({"cases": cases, "stats": stats}))
 def _run_child(cache_dir: Path) -> dict:
     env = dict(os.environ, NEURON_SIM_CACHE_DIR=str(cache_dir),
                PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -158,3 +159,37 @@ def test_cached_kernels_agree_with_fresh_compiles_and_the_reference(tmp_path):
     for label, run in (("fresh compile", cold), ("loaded from cache", warm)):
         wrong = sorted(k for k, ok in run["cases"].items() if not ok)
         assert not wrong, f"{label}: differs from the reference executor in {wrong}"
+
+
+# The executor as a warm process runs it: random programs (test_executors' generator) in a child
+# that loads ``run_encoded`` from the cache this process filled, against the reference executor.
+_FUZZ_CHILD = r'''
+import json, random, sys
+sys.path.insert(0, sys.argv[1])
+from test_executors import _inputs, assert_executors_agree, random_program
+from neuronsim.sim import execute_numba
+
+wrong = []
+for seed in range(int(sys.argv[2])):
+    _, program = random_program(random.Random(seed), seed)
+    try:
+        assert_executors_agree(program, _inputs(program, seed), f"(seed {seed}) ")
+    except AssertionError as err:
+        wrong.append(str(err)[:1500])
+print(json.dumps({"wrong": wrong[:3], "n_wrong": len(wrong),
+                  "hits": sum(execute_numba.run_encoded.stats.cache_hits.values())}))
+'''
+
+
+def test_random_programs_agree_when_the_executor_is_loaded_from_the_cache():
+    from test_executors import _inputs, assert_executors_agree, random_program
+
+    _, program = random_program(random.Random(0), 0)  # compiles the executor here: the cache is filled
+    assert_executors_agree(program, _inputs(program, 0))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", _FUZZ_CHILD, str(Path(__file__).parent), "1500"], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["hits"] > 0, "the child compiled the executor itself: nothing was loaded from the cache"
+    assert result["n_wrong"] == 0, "\n".join(result["wrong"])

@@ -36,9 +36,9 @@ The arguments are float64 values of fp32 numbers (what ScalarE's pipeline hands 
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
+
+from neuronsim.sim.memory.numerics import f64_from_bits
 
 # ---------------------------------------------------------------- constants
 
@@ -89,18 +89,6 @@ _ERFC_TOP = ERFC_HI
 
 # ---------------------------------------------------------------- Numba (scalar float64, inlined)
 
-@intrinsic
-def _f64_from_bits(typingctx, bits):
-    if not isinstance(bits, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        as_i64 = context.cast(builder, args[0], signature.args[0], types.int64)
-        return builder.bitcast(as_i64, ir.DoubleType())
-
-    return types.float64(bits), codegen
-
-
 @njit(cache=True, inline="always")
 def exp64(x):
     xc = x if x > _EXP_LO else _EXP_LO  # NaN too: every lane computes finite values
@@ -110,7 +98,7 @@ def exp64(x):
     p = _EXP_TAYLOR[13]
     for n in range(12, -1, -1):
         p = p * r + _EXP_TAYLOR[n]
-    y = p * _f64_from_bits((np.int64(k) + 1023) << 52)
+    y = p * f64_from_bits((np.int64(k) + 1023) << 52)
     if x > _EXP_HI:
         return np.inf
     if x < _EXP_LO:
@@ -227,7 +215,8 @@ def erf_np(x: np.ndarray) -> np.ndarray:
         a = np.abs(x)
         tail = 1.0 - exp_np(-(x * x)) * _erfc_scaled_np(np.where(a < _ERFC_TOP, a, _ERFC_TOP))
         big = np.where(x > 0, tail, -tail)
-        y = np.where(a < CENTRAL_TOP, _erf_series_np(x), np.where(a < _ERF_ONE, big, np.where(x > 0, 1.0, -1.0)))
+        outer = np.where(a < _ERF_ONE, big, np.where(x > 0, 1.0, -1.0))
+        y = np.where(a < CENTRAL_TOP, _erf_series_np(x), outer)
         return np.where(np.isnan(x), x, y)
 
 

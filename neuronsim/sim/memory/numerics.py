@@ -130,6 +130,19 @@ def f32_from_bits(typingctx, bits):
 
 
 @intrinsic
+def f64_from_bits(typingctx, bits):
+    """Reinterpret an int64 (or any integer, widened to 64 bits) as float64."""
+    if not isinstance(bits, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        as_i64 = context.cast(builder, args[0], signature.args[0], types.int64)
+        return builder.bitcast(as_i64, ir.DoubleType())
+
+    return types.float64(bits), codegen
+
+
+@intrinsic
 def bits_from_f32(typingctx, value):
     """Reinterpret a float32 as uint32."""
     if not isinstance(value, types.Float):
