@@ -20,6 +20,12 @@ allocator (the HBM ledger sees them), executes with the Numba executor — or, w
 to the entry's signature — and charges the Program's schedule to the device clock with its launch
 overhead, FLOPs, engine busy times and the Prepared. What a run needs is derived once per entry,
 so the cached path only indexes.
+
+``out=`` ops (``arange.start_out``) run like functional ops whose outputs are the caller's ``out``
+tensors: the key holds their shapes before the call, the meta kernel gives the shapes after it, and
+each run resizes an empty ``out`` to those as ATen's ``resize_output`` does (the device's
+``resize_``) before the Program writes it. A non-empty ``out`` of another shape (ATen's deprecated
+resize, with its warning) and an ``out`` overlapping an input run on the host.
 """
 
 from __future__ import annotations
@@ -113,8 +119,9 @@ class Call:
     plan: OpPlan
     args: tuple
     kwargs: dict
-    inputs: list[Tensor]  # the device tensors among the arguments, in argument order (lists flattened)
-    outputs: list[Tensor]  # meta tensors with the outputs' shapes, strides and dtypes
+    inputs: list[Tensor]  # the device tensors among the arguments, in argument order (lists flattened;
+    #                       ``out=`` ops: without the ``out`` tensors, which are the outputs)
+    outputs: list[Tensor]  # meta tensors with the outputs' shapes, strides and dtypes (``out=``: resized)
     input_args: tuple[int, ...] = ()  # per input: the position of the argument it came from
     runtime: tuple[float, ...] = ()  # this call's runtime scalars (the body sees them as RUNTIME)
 
@@ -249,6 +256,9 @@ class Entry:
     result: Callable[[list[Tensor]], object] | None = None  # see Launch.result
     signature: tuple = ()  # (dtype, shape) of each input: what the clock records (fixed by the key)
     output_bytes: tuple[int, ...] = ()  # storage bytes of each fresh output
+    # ``out=`` ops: where each ``out`` tensor is, and which of them each result returns
+    out_positions: tuple[InputPosition, ...] = ()
+    out_returns: tuple[int, ...] = ()
     _bases: tuple | None = None  # (core memory, template bases) for the calling thread's core
 
     def __post_init__(self):
@@ -287,6 +297,8 @@ class Entry:
     def run(self, args: tuple, kwargs: dict, opts=None):
         if opts is None:
             opts = current_options()
+        if self.out_positions:
+            return self._run_out(args, kwargs, opts)
         fast = opts.numerics == "fast" and self.result is None
         if fast and self.admit is None:  # the host reads the arguments itself: only the device is needed
             pos, name, element = self.input_positions[0]
@@ -307,18 +319,49 @@ class Entry:
                 result = run_on_host(self.plan, args, kwargs, charge=False)
         else:
             outputs = self._outputs(inputs, index)
-            scalars = runtime_scalars(self.runtime, args, kwargs) if self.runtime else None
-            sources = (inputs, outputs, (scalars,))
-            operands = [sources[role][i] for role, i in self._operand_sel]
-            if opts.executor == "reference":
-                arrays = bind_arrays(self.program, self.hbm_slots, operands, self.fixed_arrays)
-                sim.run(self.program, arrays, self.prepared.chip, executor="reference")
-            else:
-                bases = self.base_template().copy()
-                for tid, k in self.hbm_slots:
-                    bases[tid] = operands[k].data_ptr()
-                execute_numba.execute(self.prepared.itab, self.prepared.ftab, bases)
+            self._execute(inputs, outputs, args, kwargs, opts)
             result = self._result(args, outputs)
+        self._charge(index)
+        return result
+
+    def _run_out(self, args: tuple, kwargs: dict, opts):
+        """An ``out=`` op: resize the ``out`` tensors as the meta kernel did, then write them."""
+        inputs = self._gather(args, kwargs)
+        outs = gather_inputs(self.out_positions, args, kwargs)
+        for o in outs:
+            if any(overlaps(o, t) for t in inputs):  # ATen's own overlap rules decide, on the host
+                return NotImplemented
+        if self.admit is not None and not self.admit(inputs):
+            return NotImplemented
+        index = outs[0].get_device()
+        if opts.numerics == "fast":
+            run_on_host(self.plan, args, kwargs, charge=False)  # resizes the outs itself
+        else:
+            for o, (size, stride, _) in zip(outs, self.output_specs, strict=True):
+                if o.shape != size:  # empty (the key says so): ATen's resize_output
+                    o.resize_(size)
+                if o.stride() != stride:
+                    return run_on_host(self.plan, args, kwargs)
+            self._execute(inputs, outs, args, kwargs, opts)
+        self._charge(index)
+        if len(self.out_returns) == 1:
+            return outs[self.out_returns[0]]
+        return tuple(outs[i] for i in self.out_returns) if self.out_returns else None
+
+    def _execute(self, inputs, outputs, args, kwargs, opts) -> None:
+        scalars = runtime_scalars(self.runtime, args, kwargs) if self.runtime else None
+        sources = (inputs, outputs, (scalars,))
+        operands = [sources[role][i] for role, i in self._operand_sel]
+        if opts.executor == "reference":
+            arrays = bind_arrays(self.program, self.hbm_slots, operands, self.fixed_arrays)
+            sim.run(self.program, arrays, self.prepared.chip, executor="reference")
+        else:
+            bases = self.base_template().copy()
+            for tid, k in self.hbm_slots:
+                bases[tid] = operands[k].data_ptr()
+            execute_numba.execute(self.prepared.itab, self.prepared.ftab, bases)
+
+    def _charge(self, index) -> None:
         clock.clock(index).charge_kernel(
             self.name,
             self.signature,
@@ -328,7 +371,6 @@ class Entry:
             flops=self.flops,
             engine_busy_ns=self.engine_busy_ns,
         )
-        return result
 
     def _outputs(self, inputs, index) -> list[Tensor]:
         if self.written:
@@ -436,15 +478,28 @@ class NativeOp:
 
     def _build(self, args: tuple, kwargs: dict):
         plan = self.plan
-        # Functional ops with any number of fresh results, and in-place ops writing ``self``.
+        # Functional ops with any number of fresh results, in-place ops writing ``self``, and
+        # ``out=`` ops writing only their ``out`` tensors.
         if plan.kind is WrapperKind.FUNCTIONAL:
             if not plan.returns or any(kind is not ReturnKind.FRESH for kind, _ in plan.returns):
+                return _DECLINED
+        elif plan.kind is WrapperKind.OUT:
+            if plan.written or any(kind is not ReturnKind.WRITE or ref not in plan.outs
+                                   for kind, ref in plan.returns):
                 return _DECLINED
         elif plan.kind is not WrapperKind.INPLACE or not _written_self(plan):
             return _DECLINED
         positions = _tensor_positions(self.op, args, kwargs)
         if positions is None:
             return _DECLINED
+        out_positions = ()
+        if plan.kind is WrapperKind.OUT:
+            out_names = [name for _, name in plan.outs]
+            out_positions = tuple(sorted((p for p in positions if p[1] in out_names),
+                                         key=lambda p: out_names.index(p[1])))
+            if len(out_positions) != len(out_names) or any(e is not None for _, _, e in out_positions):
+                return _DECLINED  # an ``out`` that is not one device tensor
+            positions = tuple(p for p in positions if p not in out_positions)
         inputs = gather_inputs(positions, args, kwargs)
         leading = len(plan.written)  # the written arguments come first: their inputs are the outputs
         inplace = plan.kind is WrapperKind.INPLACE
@@ -456,6 +511,11 @@ class NativeOp:
             if not written:  # ``self`` is not a device tensor
                 return _DECLINED
             outputs = [_to_meta(t) for t in inputs[:written]]
+        elif out_positions:
+            outs = gather_inputs(out_positions, args, kwargs)
+            if len(outputs) != len(outs) or any(o.numel() and o.shape != m.shape
+                                                for o, m in zip(outs, outputs, strict=True)):
+                return _DECLINED  # ATen resizes a non-empty ``out`` (and warns): the host does
         if any(o.numel() == 0 for o in outputs):
             return _DECLINED
         runtime = tuple(runtime_scalars(self.runtime, args, kwargs).tolist()) if self.runtime else ()
@@ -463,7 +523,9 @@ class NativeOp:
         launch = self.planner(call)
         if launch is None or (not complete and launch.result is None):
             return _DECLINED
-        return _trace_entry(self, call, positions, written, launch)
+        if out_positions and (launch.result is not None or launch.output_dtypes is not None):
+            raise AssertionError(f"{self.op}: an out= op's results are its out tensors, as they are")
+        return _trace_entry(self, call, positions, written, launch, out_positions)
 
 
 def _tensor_positions(op, args, kwargs) -> tuple[InputPosition, ...] | None:
@@ -521,7 +583,8 @@ def _meta_outputs(op, args, kwargs) -> tuple[list[Tensor] | None, bool]:
     return tensors, len(tensors) == len(flat)
 
 
-def _trace_entry(native_op: NativeOp, call: Call, positions, written: int, launch: Launch) -> Entry:
+def _trace_entry(native_op: NativeOp, call: Call, positions, written: int, launch: Launch,
+                 out_positions: tuple[InputPosition, ...] = ()) -> Entry:
     op, plan = call.op, call.plan
     if launch.output_dtypes is not None:
         call.outputs = [torch.empty_strided(o.shape, o.stride(), dtype=d, device=_META)
@@ -595,8 +658,10 @@ def _trace_entry(native_op: NativeOp, call: Call, positions, written: int, launc
     return Entry(op, plan, plan.name, positions, output_specs, tuple(distinct), traced, prepared,
                  tuple(slots), fixed, flops, busy, nbytes, written, native_op.runtime, returns_list,
                  admit=launch.admit, result=launch.result,
-                 signature=tuple((t.dtype, t.shape) for t in call.inputs),
-                 output_bytes=tuple(memory.storage_bytes(o.shape, o.stride(), o.dtype) for o in call.outputs))
+                 signature=tuple((t.dtype, t.shape) for t in call.inputs or call.outputs),
+                 output_bytes=tuple(memory.storage_bytes(o.shape, o.stride(), o.dtype) for o in call.outputs),
+                 out_positions=out_positions,
+                 out_returns=tuple(plan.outs.index(ref) for _, ref in plan.returns) if out_positions else ())
 
 
 # ---------------------------------------------------------------- registration
