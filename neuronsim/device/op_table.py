@@ -232,6 +232,40 @@ def _scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
+class _FusedRmsNorm(torch.autograd.Function):
+    """``rms_norm`` as the native ``_fused_rms_norm`` forward and ``_fused_rms_norm_backward``."""
+
+    @staticmethod
+    def forward(ctx, input, normalized_shape, weight, eps):
+        y, rstd = execute(aten._fused_rms_norm.default, input, normalized_shape, weight, eps)
+        ctx.normalized_shape = normalized_shape
+        ctx.save_for_backward(input, rstd, weight)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        input, rstd, weight = ctx.saved_tensors
+        mask = [ctx.needs_input_grad[0], weight is not None and ctx.needs_input_grad[2]]
+        # The kernel reads grad_out row by row; a broadcast one (``y.sum().backward()``) is copied.
+        dx, dw = execute(aten._fused_rms_norm_backward.default, grad.contiguous(), input,
+                         ctx.normalized_shape, rstd, weight, mask)
+        return dx, None, dw, None
+
+
+def _rms_norm(input, normalized_shape, weight=None, eps=None):
+    """``rms_norm`` (CompositeImplicitAutograd: it decomposed into pow / mean / add / rsqrt / mul on
+    this device) as one fused kernel each way, for the calls both fused kernels cover (the backward
+    has no CPU kernel to fall back to); every other call decomposes as before."""
+    if _is_plain(input, weight):
+        from neuronsim.kernels.norm import rms_norm_uncovered  # loads the simulator: only when needed
+
+        shape = [int(s) for s in normalized_shape]
+        if rms_norm_uncovered(input, shape, weight, eps) is None:
+            return _FusedRmsNorm.apply(input, shape, weight, eps)
+    return aten.rms_norm.default.decompose(input, normalized_shape, weight, eps)
+
+
 _COMPOSITE_EXPLICIT = DispatchKeySet(DispatchKey.CompositeExplicitAutograd)
 
 
@@ -324,6 +358,7 @@ def install() -> int:
     lib.impl("_make_dual", unsupported.forward_ad_kernel, "AutogradPrivateUse1")
     # Above autograd too: the composite would otherwise decompose before the PrivateUse1 kernel.
     lib.impl("scaled_dot_product_attention", _scaled_dot_product_attention, "AutogradPrivateUse1")
+    lib.impl("rms_norm", _rms_norm, "AutogradPrivateUse1")
     unsupported.guard_nested_tensors()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "overriding a previously registered kernel" is intended

@@ -107,6 +107,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::addmm.default", "aten::baddbmm.default", "aten::bmm.default", "aten::mm.default",
     ),
     "neuronsim.kernels.norm": (
+        "aten::_fused_rms_norm.default", "aten::_fused_rms_norm_backward.default",
         "aten::native_layer_norm.default", "aten::native_layer_norm_backward.default",
     ),
     "neuronsim.kernels.optim": (

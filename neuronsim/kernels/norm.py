@@ -19,14 +19,25 @@ trips). Products and sums stay fp32 (fp32 matmul for ``dy * xhat``); outputs rou
 
 Covered: float32 / bfloat16 / float16, contiguous input, ``n <= N_MAX``, weight and bias contiguous
 of the input's dtype or absent. ``mean``/``rstd`` have the device's (meta) dtype, float32, as on
-CUDA. RMSNorm has no ATen op to register on this device: ``rms_norm`` is CompositeImplicitAutograd
-for PrivateUse1 in torch 2.13 (``_fused_rms_norm`` too), so it decomposes into
-pow / mean.dim / add / rsqrt / mul and autograd differentiates those.
+CUDA.
+
+RMSNorm (``_fused_rms_norm`` and its backward) is the same row layout without the mean: the sum of
+squares is one ScalarE ``activation(square)`` accumulating into a [p, 1] column, ``rstd =
+rsqrt(sum / n + eps)`` one more ScalarE instruction, and ``y = x * rstd * w`` one VectorE
+``scalar_tensor_tensor``. The backward's ``grad_input = rstd * (g - xhat * mean(g * xhat))`` is
+layer_norm's without the ``mean(g)`` term; ``grad_weight`` is the same TensorE column sum. ATen's
+composite upcasts 16-bit inputs to fp32 and rounds once, as the engines do; ``eps=None`` is fp32's
+epsilon (the compute dtype's). ``rms_norm`` is CompositeImplicitAutograd, so the device's op table
+routes the calls :func:`rms_norm_uncovered` accepts to these two kernels through an autograd
+Function (``_fused_rms_norm_backward`` has no CPU kernel: the check must be complete) and lets the
+rest decompose.
 """
 
 from __future__ import annotations
 
 import math
+
+import torch
 
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
@@ -268,3 +279,132 @@ def plan_layer_norm_backward(call: Call) -> Launch | None:
                 *(IN(_position(call, t)) for t in (dy, x, mean, rstd, w) if t is not None))
     return Launch(layer_norm_backward, operands, {"rows": rows, "n": n, "has_w": w is not None, "want": want},
                   flops=float(rows * n * 12))
+
+
+# ---------------------------------------------------------------- RMSNorm
+
+
+def rms_norm(y, rstd, x, *weight, eps, rows, n):
+    w_t = _broadcast(weight[0], min(P, rows), n) if weight else None
+    for r0 in nl.affine_range(0, rows, P):
+        p = min(P, rows - r0)
+        xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt, src=_rows(x, r0, p, n))
+        yt = nl.ndarray((p, n), dtype=y.dtype, buffer=nl.sbuf)
+        ss = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+        # The squares themselves are not needed: yt takes them until the result overwrites it.
+        nisa.activation(dst=yt, op=ActFunc.square, data=xt, reduce_op=A.add, reduce_res=ss)
+        rs = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+        nisa.activation(dst=rs, op=ActFunc.rsqrt, data=ss, scale=1.0 / n, bias=eps)
+        if w_t is None:
+            nisa.tensor_scalar(dst=yt, data=xt, op0=A.multiply, operand0=rs)
+        else:
+            nisa.scalar_tensor_tensor(dst=yt, data=xt, op0=A.multiply, operand0=rs, op1=A.multiply,
+                                      operand1=w_t[:p])
+        nisa.dma_copy(dst=_rows(y, r0, p, n), src=yt)
+        nisa.dma_copy(dst=_per_row(rstd, r0, p), src=rs)
+
+
+def rms_norm_backward(*views, rows, n, has_w, want):
+    views = list(views)
+    outs = {k: views.pop(0) for k in ("dx", "dw") if want[k]}
+    dy, x, rstd = views[:3]
+    pw = min(P, rows)
+    w_t = _broadcast(views[3], pw, n) if has_w and want["dx"] else None
+    sums = column_sum_accumulators({**want, "db": False}, n, pw, dy.dtype)
+    for r0 in nl.affine_range(0, rows, P):
+        p = min(P, rows - r0)
+        xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
+        dyt = nl.ndarray((p, n), dtype=dy.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt, src=_rows(x, r0, p, n))
+        nisa.dma_copy(dst=dyt, src=_rows(dy, r0, p, n))
+        rs = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=rs, src=_per_row(rstd, r0, p))
+        xh = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+        nisa.activation(dst=xh, op=ActFunc.identity, data=xt, scale=rs)  # ScalarE: VectorE has the rest
+        tmp = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+        if want["dw"]:
+            nisa.tensor_tensor(dst=tmp, data1=dyt, data2=xh, op=A.multiply)
+            column_sums(sums["dw"][0], tmp, sums["dw"][1])
+        if not want["dx"]:
+            continue
+        g = dyt
+        if w_t is not None:
+            g = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=g, data1=dyt, data2=w_t[:p], op=A.multiply)
+        c = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)  # -mean(g * xhat)
+        nisa.tensor_tensor(dst=tmp, data1=g, data2=xh, op=A.multiply)
+        nisa.tensor_reduce(dst=c, op=A.add, data=tmp, axis=1)
+        nisa.tensor_scalar(dst=c, data=c, op0=A.multiply, operand0=-1.0 / n)
+        nisa.scalar_tensor_tensor(dst=tmp, data=xh, op0=A.multiply, operand0=c, op1=A.add, operand1=g)
+        dxt = nl.ndarray((p, n), dtype=outs["dx"].dtype, buffer=nl.sbuf)
+        nisa.activation(dst=dxt, op=ActFunc.identity, data=tmp, scale=rs)
+        nisa.dma_copy(dst=_rows(outs["dx"], r0, p, n), src=dxt)
+    store_column_sums(sums, outs, n)
+
+
+def rms_norm_uncovered(x, normalized_shape, weight, eps) -> str | None:
+    """Why the fused RMSNorm kernels (forward *and* backward) do not take this call; None: they do.
+    The op table asks before routing ``rms_norm`` to them; invalid calls are uncovered, so the
+    composite raises ATen's own error."""
+    if not isinstance(x, torch.Tensor) or x.is_cpu or x.layout is not torch.strided:
+        return "not a dense device tensor"
+    if x.dtype not in FLOAT_DTYPES or not x.is_contiguous() or x.numel() == 0:
+        return f"{x.dtype} input, contiguous={x.is_contiguous()}, numel={x.numel()}"
+    shape = list(normalized_shape)
+    if not shape or len(shape) > x.dim() or list(x.shape[-len(shape):]) != shape:
+        return f"normalized_shape {shape} is not the trailing dims of {list(x.shape)}"
+    if math.prod(shape) > N_MAX:
+        return f"rows of more than {N_MAX} elements"
+    if weight is not None and (not isinstance(weight, torch.Tensor) or weight.is_cpu
+                               or weight.dtype != x.dtype or list(weight.shape) != shape
+                               or not weight.is_contiguous()):
+        return "weight not a contiguous device tensor of the input's dtype and normalized_shape"
+    if eps is not None and not math.isfinite(eps):
+        return "eps not finite"
+    return None
+
+
+def rms_eps(eps) -> float:
+    """``eps=None``: the epsilon of the compute dtype, fp32 (ATen's composite upcasts 16-bit inputs)."""
+    return torch.finfo(torch.float32).eps if eps is None else float(eps)
+
+
+@native("aten::_fused_rms_norm.default")
+def plan_rms_norm(call: Call) -> Launch | None:
+    names = ("input", "normalized_shape", "weight", "eps")
+    x, shape, w, eps = (call.arg(i, name) for i, name in enumerate(names))
+    if rms_norm_uncovered(x, shape, w, eps) is not None or call.outputs[1].dtype != torch.float32:
+        return None
+    n = math.prod(shape)
+    ins = [t for t in (x, w) if t is not None]
+    return Launch(rms_norm, (OUT(0), OUT(1), *(IN(_position(call, t)) for t in ins)),
+                  {"eps": rms_eps(eps), "rows": x.numel() // n, "n": n},
+                  flops=float(x.numel() * (4 if w is not None else 3)))
+
+
+@native("aten::_fused_rms_norm_backward.default")
+def plan_rms_norm_backward(call: Call) -> Launch | None:
+    dy, x, shape, rstd, w = (call.arg(i, name) for i, name in
+                             enumerate(("grad_out", "input", "normalized_shape", "rstd", "weight")))
+    want = dict(zip(("dx", "dw"), map(bool, call.arg(5, "output_mask")), strict=True))
+    n = math.prod(shape)
+    if (
+        rms_norm_uncovered(x, shape, w, None) is not None or not any(want.values())
+        or (want["dw"] and w is None) or len(call.outputs) != sum(want.values())
+        or dy.dtype != x.dtype or dy.shape != x.shape or not dy.is_contiguous()
+        or rstd.dtype != torch.float32 or rstd.numel() != x.numel() // n or not rstd.is_contiguous()
+    ):
+        return None
+    ins = [t for t in (dy, x, rstd, w) if t is not None]
+    # The meta kernel's results are (grad_input or None, grad_weight or None): the kernel writes the
+    # wanted ones, in order.
+    return Launch(rms_norm_backward, (*(OUT(i) for i in range(len(call.outputs))),
+                                      *(IN(_position(call, t)) for t in ins)),
+                  {"rows": x.numel() // n, "n": n, "has_w": w is not None, "want": want},
+                  flops=float(x.numel() * 8), result=lambda outs: _masked(outs, want))
+
+
+def _masked(outs, want) -> tuple:
+    it = iter(outs)
+    return tuple(next(it) if want[k] else None for k in ("dx", "dw"))
