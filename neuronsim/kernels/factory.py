@@ -11,10 +11,10 @@ each partition a contiguous run, so one big DMA per tile stores it).
   writes the low words into every other column of the tile, the high words are the sign (a
   memset when every value has the same sign, else VectorE's ``(v < 0) * -1``), and the whole
   ``[p, 2F]`` tile goes out in one DMA;
-- floats (fp32, bf16): integral ``start`` and ``step`` with values exact in fp32 are ``iota``'s
+- floats (fp32, bf16, fp16): integral ``start`` and ``step`` with values exact in fp32 are ``iota``'s
   integers converted once (what ATen computes); otherwise ``iota`` gives the index ``i`` (exact
   below 2**24) and one VectorE ``tensor_scalar`` computes ``i * step + start`` in fp32, rounded
-  once to the output dtype. ATen-CPU uses double (fp32) or fp32 (bf16) with vectorised partial
+  once to the output dtype. ATen-CPU uses double (fp32) or fp32 (16-bit) with vectorised partial
   sums, so a fractional step can differ from it by an ulp or so of the largest ``|i * step|``.
 
 Declined (the host computes them): other dtypes, scalars that are not integers for an integer
@@ -35,7 +35,7 @@ from neuronsim.sim.ir import AluOp
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 FP32_EXACT = 2**24  # integers up to this are exact in fp32 (iota's float conversion, VectorE's index)
 _INTS = (torch.int32, torch.int64)
-_FLOATS = (torch.float32, torch.bfloat16)
+_FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def arange(out, *, start, step, exact: bool, wide: bool = False, sign: int | None = None):
@@ -91,9 +91,10 @@ def plan_arange(call: Call) -> Launch | None:
             sign = 0 if min(values) >= 0 else -1 if max(values) < 0 else None
             statics.update(wide=True, sign=sign)
         return Launch(arange, (OUT(0),), statics)
-    if out.dtype not in _FLOATS or n > FP32_EXACT or not all(isinstance(x, int | float) for x in (start, step)):
+    scalars = (start, step)
+    if out.dtype not in _FLOATS or n > FP32_EXACT or not all(isinstance(x, int | float) for x in scalars):
         return None
     last = start + step * (n - 1)
     exact = _is_int(start) and _is_int(step) and max(abs(start), abs(last)) <= FP32_EXACT
-    statics = {"start": int(start), "step": int(step)} if exact else {"start": float(start), "step": float(step)}
-    return Launch(arange, (OUT(0),), {**statics, "exact": exact})
+    kind = int if exact else float
+    return Launch(arange, (OUT(0),), {"start": kind(start), "step": kind(step), "exact": exact})

@@ -23,15 +23,17 @@ so the cached path only indexes.
 
 ``out=`` ops (``arange.start_out``) run like functional ops whose outputs are the caller's ``out``
 tensors: the key holds their shapes before the call, the meta kernel gives the shapes after it, and
-each run resizes an empty ``out`` to those as ATen's ``resize_output`` does (the device's
-``resize_``) before the Program writes it. A non-empty ``out`` of another shape (ATen's deprecated
-resize, with its warning) and an ``out`` overlapping an input run on the host.
+each run resizes ``out`` to those as ATen's ``resize_output`` does (the device's ``resize_``; a
+non-empty one with its deprecation warning) before the Program writes it. An ``out`` of the right
+number of elements but another shape (ATen-CPU's ``arange`` keeps it, its meta kernel does not)
+and an ``out`` overlapping an input run on the host.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -338,7 +340,12 @@ class Entry:
             run_on_host(self.plan, args, kwargs, charge=False)  # resizes the outs itself
         else:
             for o, (size, stride, _) in zip(outs, self.output_specs, strict=True):
-                if o.shape != size:  # empty (the key says so): ATen's resize_output
+                if o.shape != size:  # ATen's resize_output
+                    if o.numel():
+                        warnings.warn(f"An output with one or more elements was resized since it had "
+                                      f"shape {list(o.shape)}, which does not match the required output "
+                                      f"shape {list(size)}. This behavior is deprecated.", UserWarning,
+                                      stacklevel=3)
                     o.resize_(size)
                 if o.stride() != stride:
                     return run_on_host(self.plan, args, kwargs)
@@ -513,9 +520,10 @@ class NativeOp:
             outputs = [_to_meta(t) for t in inputs[:written]]
         elif out_positions:
             outs = gather_inputs(out_positions, args, kwargs)
-            if len(outputs) != len(outs) or any(o.numel() and o.shape != m.shape
+            # The meta kernel may reshape an ``out`` of the right size that ATen-CPU keeps: the host decides.
+            if len(outputs) != len(outs) or any(o.shape != m.shape and o.numel() == m.numel() != 0
                                                 for o, m in zip(outs, outputs, strict=True)):
-                return _DECLINED  # ATen resizes a non-empty ``out`` (and warns): the host does
+                return _DECLINED
         if any(o.numel() == 0 for o in outputs):
             return _DECLINED
         runtime = tuple(runtime_scalars(self.runtime, args, kwargs).tolist()) if self.runtime else ()
