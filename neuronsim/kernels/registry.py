@@ -329,12 +329,9 @@ class Entry:
     def _run_out(self, args: tuple, kwargs: dict, opts):
         """An ``out=`` op: resize the ``out`` tensors as the meta kernel did, then write them."""
         inputs = self._gather(args, kwargs)
-        outs = gather_inputs(self.out_positions, args, kwargs)
-        for o in outs:
-            if any(overlaps(o, t) for t in inputs):  # ATen's own overlap rules decide, on the host
-                return NotImplemented
         if self.admit is not None and not self.admit(inputs):
             return NotImplemented
+        outs = gather_inputs(self.out_positions, args, kwargs)
         index = outs[0].get_device()
         if opts.numerics == "fast":
             run_on_host(self.plan, args, kwargs, charge=False)  # resizes the outs itself
@@ -347,8 +344,9 @@ class Entry:
                                       f"shape {list(size)}. This behavior is deprecated.", UserWarning,
                                       stacklevel=3)
                     o.resize_(size)
-                if o.stride() != stride:
-                    return run_on_host(self.plan, args, kwargs)
+                # (resized: an empty view's storage may already hold an input)
+                if o.stride() != stride or any(overlaps(o, t) for t in inputs):
+                    return NotImplemented  # the host computes it, with ATen's own overlap rules
             self._execute(inputs, outs, args, kwargs, opts)
         self._charge(index)
         if len(self.out_returns) == 1:
