@@ -25,7 +25,10 @@ RMSNorm (``_fused_rms_norm`` and its backward) is the same row layout without th
 squares is one ScalarE ``activation(square)`` accumulating into a [p, 1] column, ``rstd =
 rsqrt(sum / n + eps)`` one more ScalarE instruction, and ``y = x * rstd * w`` one VectorE
 ``scalar_tensor_tensor``. The backward's ``grad_input = rstd * (g - xhat * mean(g * xhat))`` is
-layer_norm's without the ``mean(g)`` term; ``grad_weight`` is the same TensorE column sum. ATen's
+layer_norm's without the ``mean(g)`` term, with rstd folded into ``g`` so ScalarE only makes xhat;
+the two full-tile products that feed a reduction (``dy * xhat`` for grad_weight's TensorE column
+sums, ``g * xhat`` for the row mean) run on GpSimd, which leaves VectorE, the busiest engine, three
+passes per tile. ATen's
 composite upcasts 16-bit inputs to fp32 and rounds once, as the engines do; ``eps=None`` is fp32's
 epsilon (the compute dtype's). ``rms_norm`` is CompositeImplicitAutograd, so the device's op table
 routes the calls :func:`rms_norm_uncovered` accepts to these two kernels through an autograd
@@ -321,26 +324,35 @@ def rms_norm_backward(*views, rows, n, has_w, want):
         rs = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
         nisa.dma_copy(dst=rs, src=_per_row(rstd, r0, p))
         xh = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
-        nisa.activation(dst=xh, op=ActFunc.identity, data=xt, scale=rs)  # ScalarE: VectorE has the rest
-        tmp = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
-        if want["dw"]:
-            nisa.tensor_tensor(dst=tmp, data1=dyt, data2=xh, op=A.multiply)
-            column_sums(sums["dw"][0], tmp, sums["dw"][1])
-        if not want["dx"]:
-            continue
-        g = dyt
-        if w_t is not None:
-            g = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
-            nisa.tensor_tensor(dst=g, data1=dyt, data2=w_t[:p], op=A.multiply)
-        c = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)  # -mean(g * xhat)
-        nisa.tensor_tensor(dst=tmp, data1=g, data2=xh, op=A.multiply)
-        nisa.tensor_reduce(dst=c, op=A.add, data=tmp, axis=1)
-        nisa.tensor_scalar(dst=c, data=c, op0=A.multiply, operand0=-1.0 / n)
-        nisa.scalar_tensor_tensor(dst=tmp, data=xh, op0=A.multiply, operand0=c, op1=A.add, operand1=g)
-        dxt = nl.ndarray((p, n), dtype=outs["dx"].dtype, buffer=nl.sbuf)
-        nisa.activation(dst=dxt, op=ActFunc.identity, data=tmp, scale=rs)
-        nisa.dma_copy(dst=_rows(outs["dx"], r0, p, n), src=dxt)
+        nisa.activation(dst=xh, op=ActFunc.identity, data=xt, scale=rs)
+        if want["dw"]:  # on GpSimd, into its own tile: VectorE's chain below neither waits nor races
+            prod = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=prod, data1=dyt, data2=xh, op=A.multiply, engine=nisa.engine.gpsimd)
+            column_sums(sums["dw"][0], prod, sums["dw"][1])
+        if want["dx"]:
+            nisa.dma_copy(dst=_rows(outs["dx"], r0, p, n), src=rms_grad_rows(dyt, xh, rs, w_t))
     store_column_sums(sums, outs, n)
+
+
+def rms_grad_rows(dyt, xh, rs, w_t):
+    """``grad_input = gs - xhat * mean(gs * xhat)`` with ``gs = rstd * dy * w`` (the same as
+    ``rstd * (g - xhat * mean(g * xhat))``, ``g = dy * w``): with rstd folded into ``gs`` ScalarE's
+    only work per tile is ``xhat`` and it runs ahead to the next tile."""
+    p, n = xh.shape
+    gs = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+    if w_t is None:
+        nisa.activation(dst=gs, op=ActFunc.identity, data=dyt, scale=rs)
+    else:
+        nisa.scalar_tensor_tensor(dst=gs, data=dyt, op0=A.multiply, operand0=rs, op1=A.multiply,
+                                  operand1=w_t[:p])
+    tmp = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=tmp, data1=gs, data2=xh, op=A.multiply, engine=nisa.engine.gpsimd)
+    k = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)  # -mean(gs * xhat)
+    nisa.tensor_reduce(dst=k, op=A.add, data=tmp, axis=1)
+    nisa.tensor_scalar(dst=k, data=k, op0=A.multiply, operand0=-1.0 / n)
+    dxt = nl.ndarray((p, n), dtype=dyt.dtype, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=dxt, data=xh, op0=A.multiply, operand0=k, op1=A.add, operand1=gs)
+    return dxt
 
 
 def rms_norm_uncovered(x, normalized_shape, weight, eps) -> str | None:
