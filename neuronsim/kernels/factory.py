@@ -45,7 +45,9 @@ def arange(out, *, start, step, exact: bool, wide: bool = False, sign: int | Non
     stride = out.dims[0][0]
     # The low words (int64) or the elements: a 1-D view the tiles walk.
     flat = out.ap([[stride, out.shape[0]]], offset=out.offset)
-    for tile in elementwise_tiles([flat]):
+    tiles = elementwise_tiles([flat])
+    for k in nl.affine_range(len(tiles)):  # rotating SBUF buffers: tile k+1's iota overlaps tile k's store
+        tile = tiles[k]
         p, f = tile.partitions, tile.free
         off, pattern = tile.aps[0]
         i0 = off // stride
