@@ -315,7 +315,9 @@ def rms_norm_backward(*views, rows, n, has_w, want):
     pw = min(P, rows)
     w_t = _broadcast(views[3], pw, n) if has_w and want["dx"] else None
     sums = column_sum_accumulators({**want, "db": False}, n, pw, dy.dtype)
-    for r0 in nl.affine_range(0, rows, P):
+
+    def first_half(r0):
+        """Loads, xhat, grad_weight's part, and ``gs = rstd * dy * w``."""
         p = min(P, rows - r0)
         xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
         dyt = nl.ndarray((p, n), dtype=dy.dtype, buffer=nl.sbuf)
@@ -325,32 +327,52 @@ def rms_norm_backward(*views, rows, n, has_w, want):
         nisa.dma_copy(dst=rs, src=_per_row(rstd, r0, p))
         xh = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
         nisa.activation(dst=xh, op=ActFunc.identity, data=xt, scale=rs)
-        if want["dw"]:  # on GpSimd, into its own tile: VectorE's chain below neither waits nor races
+        if want["dw"]:  # on GpSimd, into its own tile: VectorE's chain neither waits nor races
             prod = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
             nisa.tensor_tensor(dst=prod, data1=dyt, data2=xh, op=A.multiply, engine=nisa.engine.gpsimd)
             column_sums(sums["dw"][0], prod, sums["dw"][1])
-        if want["dx"]:
-            nisa.dma_copy(dst=_rows(outs["dx"], r0, p, n), src=rms_grad_rows(dyt, xh, rs, w_t))
+        return (r0, xh, scaled_grad(dyt, rs, w_t)) if want["dx"] else None
+
+    def second_half(state):
+        r0, xh, gs = state
+        nisa.dma_copy(dst=_rows(outs["dx"], r0, xh.shape[0], n), src=rms_grad_rows(gs, xh, outs["dx"].dtype))
+
+    # Software-pipelined by one tile: VectorE's gs of tile i + 1 is issued before the rest of tile
+    # i, which waits for GpSimd's product, so the in-order VectorE queue does not idle meanwhile.
+    starts = list(range(0, rows, P))
+    pending = None
+    for i in nl.affine_range(len(starts)):
+        state = first_half(starts[i])
+        if pending is not None:
+            second_half(pending)
+        pending = state
+    if pending is not None:
+        second_half(pending)
     store_column_sums(sums, outs, n)
 
 
-def rms_grad_rows(dyt, xh, rs, w_t):
-    """``grad_input = gs - xhat * mean(gs * xhat)`` with ``gs = rstd * dy * w`` (the same as
-    ``rstd * (g - xhat * mean(g * xhat))``, ``g = dy * w``): with rstd folded into ``gs`` ScalarE's
-    only work per tile is ``xhat`` and it runs ahead to the next tile."""
-    p, n = xh.shape
-    gs = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
+def scaled_grad(dyt, rs, w_t):
+    """``gs = rstd * dy * w`` (fp32): grad_input's ``rstd * g`` with rstd folded in, so ScalarE's
+    only full-tile work is xhat and it runs ahead to the next tile."""
+    gs = nl.ndarray(dyt.shape, dtype=F32, buffer=nl.sbuf)
     if w_t is None:
         nisa.activation(dst=gs, op=ActFunc.identity, data=dyt, scale=rs)
     else:
         nisa.scalar_tensor_tensor(dst=gs, data=dyt, op0=A.multiply, operand0=rs, op1=A.multiply,
-                                  operand1=w_t[:p])
+                                  operand1=w_t[:dyt.shape[0]])
+    return gs
+
+
+def rms_grad_rows(gs, xh, dtype):
+    """``grad_input = gs - xhat * mean(gs * xhat)`` (of ``dtype``): the same as
+    ``rstd * (g - xhat * mean(g * xhat))`` with ``g = dy * w``."""
+    p, n = xh.shape
     tmp = nl.ndarray((p, n), dtype=F32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=tmp, data1=gs, data2=xh, op=A.multiply, engine=nisa.engine.gpsimd)
     k = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)  # -mean(gs * xhat)
     nisa.tensor_reduce(dst=k, op=A.add, data=tmp, axis=1)
     nisa.tensor_scalar(dst=k, data=k, op0=A.multiply, operand0=-1.0 / n)
-    dxt = nl.ndarray((p, n), dtype=dyt.dtype, buffer=nl.sbuf)
+    dxt = nl.ndarray((p, n), dtype=dtype, buffer=nl.sbuf)
     nisa.scalar_tensor_tensor(dst=dxt, data=xh, op0=A.multiply, operand0=k, op1=A.add, operand1=gs)
     return dxt
 
