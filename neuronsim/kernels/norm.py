@@ -28,7 +28,9 @@ rsqrt(sum / n + eps)`` one more ScalarE instruction, and ``y = x * rstd * w`` on
 layer_norm's without the ``mean(g)`` term, with rstd folded into ``g`` so ScalarE only makes xhat;
 the two full-tile products that feed a reduction (``dy * xhat`` for grad_weight's TensorE column
 sums, ``g * xhat`` for the row mean) run on GpSimd, which leaves VectorE, the busiest engine, three
-passes per tile. ATen's
+passes per tile. Both kernels are software-pipelined by one row tile (:func:`pipelined`): the next
+tile's loads are issued before this tile's stores, so the in-order DMA queues keep streaming
+(2048 x 1024 fp32 forward: 97 -> 63 us, DMA-bound). ATen's
 composite upcasts 16-bit inputs to fp32 and rounds once, as the engines do; ``eps=None`` is fp32's
 epsilon (the compute dtype's). ``rms_norm`` is CompositeImplicitAutograd, so the device's op table
 routes the calls :func:`rms_norm_uncovered` accepts to these two kernels through an autograd
@@ -289,10 +291,14 @@ def plan_layer_norm_backward(call: Call) -> Launch | None:
 
 def rms_norm(y, rstd, x, *weight, eps, rows, n):
     w_t = _broadcast(weight[0], min(P, rows), n) if weight else None
-    for r0 in nl.affine_range(0, rows, P):
-        p = min(P, rows - r0)
-        xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=xt, src=_rows(x, r0, p, n))
+
+    def load(r0):
+        xt = nl.ndarray((min(P, rows - r0), n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt, src=_rows(x, r0, xt.shape[0], n))
+        return r0, xt
+
+    def normalize(r0, xt):
+        p = xt.shape[0]
         yt = nl.ndarray((p, n), dtype=y.dtype, buffer=nl.sbuf)
         ss = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
         # The squares themselves are not needed: yt takes them until the result overwrites it.
@@ -306,6 +312,22 @@ def rms_norm(y, rstd, x, *weight, eps, rows, n):
                                       operand1=w_t[:p])
         nisa.dma_copy(dst=_rows(y, r0, p, n), src=yt)
         nisa.dma_copy(dst=_per_row(rstd, r0, p), src=rs)
+
+    pipelined(list(range(0, rows, P)), load, lambda state: normalize(*state))
+
+
+def pipelined(starts, first, second):
+    """``second(first(r0))`` for each row tile, software-pipelined by one tile: the DMA queues and
+    engines run their instructions in program order, so tile i + 1's loads (and first-half work)
+    are issued before tile i's stores, which wait for its compute, rather than behind them."""
+    pending = None
+    for i in nl.affine_range(len(starts)):
+        state = first(starts[i])
+        if pending is not None:
+            second(pending)
+        pending = state
+    if pending is not None:
+        second(pending)
 
 
 def rms_norm_backward(*views, rows, n, has_w, want):
@@ -337,17 +359,8 @@ def rms_norm_backward(*views, rows, n, has_w, want):
         r0, xh, gs = state
         nisa.dma_copy(dst=_rows(outs["dx"], r0, xh.shape[0], n), src=rms_grad_rows(gs, xh, outs["dx"].dtype))
 
-    # Software-pipelined by one tile: VectorE's gs of tile i + 1 is issued before the rest of tile
-    # i, which waits for GpSimd's product, so the in-order VectorE queue does not idle meanwhile.
-    starts = list(range(0, rows, P))
-    pending = None
-    for i in nl.affine_range(len(starts)):
-        state = first_half(starts[i])
-        if pending is not None:
-            second_half(pending)
-        pending = state
-    if pending is not None:
-        second_half(pending)
+    # VectorE issues tile i + 1's gs before the rest of tile i, which waits for GpSimd's product.
+    pipelined(list(range(0, rows, P)), first_half, second_half if want["dx"] else lambda state: None)
     store_column_sums(sums, outs, n)
 
 
