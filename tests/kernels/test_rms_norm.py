@@ -10,6 +10,7 @@ from conftest import DTYPES, assert_matches_cpu, ran_natively
 
 from neuronsim.device import clock
 from neuronsim.device.dispatch import execute
+from neuronsim.kernels.registry import entries, is_declined
 
 aten = torch.ops.aten
 FWD, BWD = "aten::_fused_rms_norm", "aten::_fused_rms_norm_backward"
@@ -94,6 +95,22 @@ def test_a_medium_shape_over_many_row_tiles():
         assert_matches_cpu(g, e)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_the_longest_covered_row(dtype):
+    """N_MAX elements per row: the backward's tiles (two row tiles in flight) still fit SBUF."""
+    from neuronsim.kernels.norm import N_MAX
+
+    x, w, dy = _inputs((130, N_MAX), dtype, seed=12)
+    got = _run(x, [N_MAX], w, 1e-6, dy, on_device=True)
+    assert ran_natively(FWD) and ran_natively(BWD)
+    want = _run(x, [N_MAX], w, 1e-6, dy, on_device=False)
+    tol = _grad_tol(dtype) if dtype == torch.float32 else {"rtol": 2**-9, "atol": 2**-9}
+    assert_matches_cpu(got[0], want[0], **tol)
+    assert_matches_cpu(got[1], want[1], **tol)
+    # grad_weight sums 130 rows of products in fp32 before one rounding; ATen-CPU rounds the same sum
+    assert_matches_cpu(got[2], want[2], rtol=2**-8, atol=2**-6)
+
+
 def test_gradient_for_only_one_of_input_and_weight():
     x, w, dy = _inputs((50, 96), torch.float32, seed=3)
     xd, wd = x.to("neuron"), w.to("neuron").requires_grad_()  # the input needs no gradient
@@ -130,6 +147,15 @@ def test_no_grad_and_nan_inf_rows():
     assert_matches_cpu(y, F.rms_norm(x, [64], w), equal_nan=True)
 
 
+def test_inference_mode_decomposes_and_matches():
+    """Below autograd (inference_mode) the op table's AutogradPrivateUse1 route is not taken."""
+    x, w, _ = _inputs((10, 64), torch.float32, seed=13)
+    with torch.inference_mode():
+        y = F.rms_norm(x.to("neuron"), [64], w.to("neuron"))
+    assert not ran_natively(FWD)
+    assert_matches_cpu(y, F.rms_norm(x, [64], w))
+
+
 def _check_decomposes(x, shape, w, dy, tol):
     got = _run(x, shape, w, None, dy, on_device=True)
     ops = torch.neuron.get_executed_ops() + torch.neuron.get_fallback_ops()
@@ -145,6 +171,7 @@ def test_a_non_contiguous_input_decomposes_and_matches():
     _check_decomposes(x, [64], torch.randn(64), torch.randn(40, 64), _grad_tol(torch.float32))
 
 
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
 def test_uncovered_calls_decompose_and_match():
     x, w, dy = _inputs((3, 5000), torch.float32, seed=7)  # a row too long for SBUF
     _check_decomposes(x, [5000], w, dy, _grad_tol(torch.float32))
@@ -201,6 +228,22 @@ def test_the_fused_kernels_take_less_device_time_than_the_decomposition():
     both_fused, both_decomposed = _device_ns(fused), _device_ns(decomposed)
     assert 0 < fwd_fused < 0.5 * fwd_decomposed
     assert 0 < both_fused < 0.5 * both_decomposed
+
+
+def _kernel_ns(name, rows, n):
+    (entry,) = [e for e in entries(name).values()
+                if not is_declined(e) and e.signature[0] == (torch.bfloat16, torch.Size((rows, n)))]
+    return entry.duration_ns
+
+
+def test_simulated_time_scales_with_the_rows():
+    """The kernels stream the rows: 4x the rows costs about 4x, forward and backward."""
+    for rows in (512, 2048):
+        x, w, dy = (t.to("neuron") for t in _inputs((rows, 512), torch.bfloat16, seed=14))
+        F.rms_norm(x.requires_grad_(), [512], w.requires_grad_()).backward(dy)
+    for name in (FWD, BWD):
+        small, large = _kernel_ns(name + ".default", 512, 512), _kernel_ns(name + ".default", 2048, 512)
+        assert 2.5 < large / small < 4.5, name
 
 
 def test_compile_of_a_module_with_rms_norm():
