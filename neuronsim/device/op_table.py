@@ -238,15 +238,20 @@ class _FusedRmsNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, normalized_shape, weight, eps):
         y, rstd = execute(aten._fused_rms_norm.default, input, normalized_shape, weight, eps)
-        ctx.normalized_shape = normalized_shape
+        ctx.normalized_shape, ctx.eps = normalized_shape, eps
         ctx.save_for_backward(input, rstd, weight)
         return y
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         input, rstd, weight = ctx.saved_tensors
         mask = [ctx.needs_input_grad[0], weight is not None and ctx.needs_input_grad[2]]
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the composite, twice if asked
+            wrt = [t for t, m in zip((input, weight), mask, strict=True) if m]
+            with torch.enable_grad():
+                y = aten.rms_norm.default.decompose(input, ctx.normalized_shape, weight, ctx.eps)
+            grads = iter(torch.autograd.grad(y, wrt, grad, create_graph=True))
+            return next(grads) if mask[0] else None, None, next(grads) if mask[1] else None, None
         # The kernel reads grad_out row by row; a broadcast one (``y.sum().backward()``) is copied.
         dx, dw = execute(aten._fused_rms_norm_backward.default, grad.contiguous(), input,
                          ctx.normalized_shape, rstd, weight, mask)

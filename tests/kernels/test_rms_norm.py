@@ -138,6 +138,20 @@ def test_a_broadcast_output_gradient():
     assert_matches_cpu(xd.grad, xc.grad)
 
 
+def test_a_second_derivative_through_the_composite():
+    """create_graph=True: the backward differentiates the composite, so a gradient penalty works."""
+    x, w, _ = _inputs((6, 32), torch.float32, seed=15)
+    results = []
+    for xl, wl in ((x.to("neuron"), w.to("neuron")), (x.clone(), w.clone())):
+        xl.requires_grad_(), wl.requires_grad_()
+        (dx,) = torch.autograd.grad(F.rms_norm(xl, [32], wl).pow(2).sum(), xl, create_graph=True)
+        dx.pow(2).sum().backward()
+        results.append((dx, xl.grad, wl.grad))
+    assert ran_natively(FWD)
+    for g, e in zip(*results, strict=True):
+        assert_matches_cpu(g.detach(), e.detach(), rtol=1e-4, atol=1e-4)
+
+
 def test_no_grad_and_nan_inf_rows():
     x, w, _ = _inputs((9, 64), torch.float32, seed=5)
     x[2, 3], x[5, 0] = float("nan"), float("inf")
