@@ -120,17 +120,3 @@ def test_masked_backward_is_correct():
     F.layer_norm(xd, (96,)).backward(dy.to("neuron"))
     assert ran_natively("aten::native_layer_norm")
     assert_matches_cpu(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
-
-
-def test_rms_norm_decomposes_on_the_device():
-    """torch 2.13: rms_norm (and _fused_rms_norm) are CompositeImplicitAutograd for PrivateUse1, so
-    the device sees their decomposition; there is no rms_norm op to register."""
-    x, w, _, dy = _inputs((2, 5, 64), torch.float32)
-    xd, wd = x.to("neuron").requires_grad_(), w.to("neuron").requires_grad_()
-    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
-    F.rms_norm(xd, (64,), wd, 1e-6).backward(dy.to("neuron"))
-    F.rms_norm(xc, (64,), wc, 1e-6).backward(dy)
-    ops = set(torch.neuron.get_executed_ops()) | set(torch.neuron.get_fallback_ops())
-    assert "aten::rsqrt" in ops and not any("rms_norm" in op for op in ops)
-    assert_matches_cpu(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
-    assert_matches_cpu(wd.grad, wc.grad, rtol=1e-4, atol=1e-5)
