@@ -311,6 +311,7 @@ _NAMED = {
     "_scaled_dot_product_fused_attention_overrideable_backward": functools.partial(
         execute, aten._scaled_dot_product_fused_attention_overrideable_backward.default),
     "scaled_dot_product_attention": _scaled_dot_product_attention,
+    "rms_norm": _rms_norm,  # under inference_mode (no autograd key) too
     "record_stream": lambda self, stream: None,  # one in-order timeline: nothing to track
 }
 

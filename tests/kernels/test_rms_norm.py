@@ -161,12 +161,12 @@ def test_no_grad_and_nan_inf_rows():
     assert_matches_cpu(y, F.rms_norm(x, [64], w), equal_nan=True)
 
 
-def test_inference_mode_decomposes_and_matches():
-    """Below autograd (inference_mode) the op table's AutogradPrivateUse1 route is not taken."""
+def test_inference_mode_takes_the_fused_kernel_too():
+    """Below autograd (inference_mode) the op table's PrivateUse1 registration routes it."""
     x, w, _ = _inputs((10, 64), torch.float32, seed=13)
     with torch.inference_mode():
         y = F.rms_norm(x.to("neuron"), [64], w.to("neuron"))
-    assert not ran_natively(FWD)
+    assert ran_natively(FWD) and not torch.neuron.get_fallback_ops()
     assert_matches_cpu(y, F.rms_norm(x, [64], w))
 
 
