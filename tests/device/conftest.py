@@ -10,6 +10,17 @@ import neuronsim
 neuronsim.enable()
 
 
+@pytest.fixture
+def no_native_kernels():
+    """Every op takes the host fallback (the native-kernel registry emptied for one test)."""
+    from neuronsim.device import dispatch
+
+    saved = dict(dispatch.NATIVE_KERNELS)
+    dispatch.NATIVE_KERNELS.clear()
+    yield
+    dispatch.NATIVE_KERNELS.update(saved)
+
+
 @pytest.fixture(autouse=True)
 def _restore_current_device():
     yield

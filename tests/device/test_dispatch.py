@@ -22,14 +22,6 @@ def _events_of(fn):
     return device_clock.events()[before:], device_clock.now_ns - start
 
 
-@pytest.fixture
-def no_native_kernels():
-    saved = dict(dispatch.NATIVE_KERNELS)
-    dispatch.NATIVE_KERNELS.clear()
-    yield
-    dispatch.NATIVE_KERNELS.update(saved)
-
-
 def test_every_op_falls_back_to_the_host_when_no_native_kernel_is_registered(no_native_kernels):
     a = torch.ones(4, device="neuron")
     torch.neuron.clear_op_tracking()

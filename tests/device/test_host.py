@@ -10,19 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from neuronsim.device import clock, dispatch, hbm, host
+from neuronsim.device import clock, hbm, host
 from neuronsim.options import options
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import train_gpt  # noqa: E402
-
-
-@pytest.fixture
-def no_native_kernels():
-    saved = dict(dispatch.NATIVE_KERNELS)
-    dispatch.NATIVE_KERNELS.clear()
-    yield
-    dispatch.NATIVE_KERNELS.update(saved)
 
 
 def _last_fallback(fn):
