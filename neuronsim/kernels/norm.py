@@ -98,14 +98,21 @@ def layer_norm(y, mean, rstd, x, *affine, eps, rows, n, has_w, has_b):
     pw = min(P, rows)
     w_t = _broadcast(w, pw, n) if has_w else None
     b_t = _broadcast(b, pw, n) if has_b else None
-    for r0 in nl.affine_range(0, rows, P):
-        p = min(P, rows - r0)
-        xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=xt, src=_rows(x, r0, p, n))
+
+    def load(r0):
+        xt = nl.ndarray((min(P, rows - r0), n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt, src=_rows(x, r0, xt.shape[0], n))
+        return r0, xt
+
+    def normalize(state):
+        r0, xt = state
+        p = xt.shape[0]
         yt, mu, rs = normalize_rows(xt, w_t, b_t, eps, y.dtype)
         nisa.dma_copy(dst=_rows(y, r0, p, n), src=yt)
         nisa.dma_copy(dst=_per_row(mean, r0, p), src=mu)  # DMA casts to mean's dtype
         nisa.dma_copy(dst=_per_row(rstd, r0, p), src=rs)
+
+    pipelined(list(range(0, rows, P)), load, normalize)
 
 
 def normalize_rows(xt, w_t, b_t, eps, dtype):
@@ -127,8 +134,8 @@ def normalize_rows(xt, w_t, b_t, eps, dtype):
     _normalize(xt, mv[:, 0:1], rs, xh)
     if has_w:
         nisa.tensor_tensor(dst=xh if has_b else yt, data1=xh, data2=w_t[:p], op=A.multiply)
-    if has_b:
-        nisa.tensor_tensor(dst=yt, data1=xh, data2=b_t[:p], op=A.add)
+    if has_b:  # on GpSimd: VectorE, with bn_stats and the weight's product, is the bottleneck
+        nisa.tensor_tensor(dst=yt, data1=xh, data2=b_t[:p], op=A.add, engine=nisa.gpsimd_engine)
     return yt, mv[:, 0:1], rs
 
 
