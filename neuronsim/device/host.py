@@ -79,7 +79,7 @@ class _Conversion:
 def run_on_host(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
     """Compute the op with ATen-CPU; ``charge=False`` (a native kernel's ``fast`` numerics, which
     charges its own Program's time) neither charges the clock nor counts a fallback."""
-    fast = _fast_kind(plan)
+    fast = plan.fast_path
     if fast is not None:
         result = _run_fast(plan, fast, args, kwargs, charge)
         if result is not _SLOW:
@@ -89,31 +89,6 @@ def run_on_host(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
 
 
 _SLOW = object()
-_UNKNOWN = object()
-_FAST_KINDS: dict[str, str | None] = {}  # op name -> its short path's kind, or None
-
-
-def _fast_kind(plan: OpPlan) -> str | None:
-    fast = _FAST_KINDS.get(plan.name, _UNKNOWN)
-    if fast is _UNKNOWN:
-        fast = _FAST_KINDS[plan.name] = _short_path_of(plan)
-    return fast
-
-
-def _short_path_of(plan: OpPlan) -> str | None:
-    """The schema's short path ("fresh", "self"); "none" for an in-place op that writes only
-    ``self`` and returns nothing (``_foreach_add_``); "fresh_many" for a functional op with several
-    fresh results (``native_layer_norm``)."""
-    if plan.fast_path is not None:
-        return plan.fast_path
-    if plan.generator is not None or plan.seeded:
-        return None
-    if plan.kind is WrapperKind.INPLACE and not plan.returns and plan.written == ((0, "self"),):
-        return "none"
-    if plan.kind is WrapperKind.FUNCTIONAL and len(plan.returns) > 1 \
-            and all(kind is ReturnKind.FRESH for kind, _ in plan.returns):
-        return "fresh_many"
-    return None
 
 
 def _run_fast(plan: OpPlan, fast: str, args: tuple, kwargs: dict, charge: bool = True):
@@ -190,7 +165,7 @@ def host_runner(plan: OpPlan, args: tuple, kwargs: dict, varying: frozenset = fr
     fixes the layout: which positions hold device tensors, lists of them, numbers or 0-dim CPU
     scalars, and their dtypes; ``varying`` names positions whose kind it does not fix (runtime
     arguments), which must hold no tensors. ``runner(args, kwargs, index)`` computes a call."""
-    fast = _fast_kind(plan)
+    fast = plan.fast_path
     if fast is None:
         return None
     for v in kwargs.values():

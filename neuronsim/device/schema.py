@@ -51,8 +51,9 @@ class OpPlan:
     # reaching ``remainder.Tensor``) to a Python kernel as a plain number, which the op rejects.
     tensor_args: frozenset[int] = frozenset()
 
-    # The short path of the host fallback: no RNG, and one fresh result ("fresh") or an in-place
-    # update returning ``self`` ("self"); None otherwise.
+    # The short path of the host fallback: no RNG, and one fresh result ("fresh"), several
+    # ("fresh_many"), an in-place update of ``self`` returning it ("self") or nothing ("none");
+    # None otherwise.
     fast_path: str | None = None
     call: object = None  # the op's C++ entry point (skips OpOverload.__call__)
 
@@ -114,6 +115,11 @@ def plan_op(op: torch._ops.OpOverload) -> OpPlan:
             fast_path = "fresh"
         elif returns == [(ReturnKind.WRITE, (0, "self"))] and kind is WrapperKind.INPLACE:
             fast_path = "self"
+        elif not returns and kind is WrapperKind.INPLACE and written == [(0, "self")]:
+            fast_path = "none"  # writes only ``self``, returns nothing (``_foreach_add_``)
+        elif len(returns) > 1 and kind is WrapperKind.FUNCTIONAL \
+                and all(r is ReturnKind.FRESH for r, _ in returns):
+            fast_path = "fresh_many"  # several fresh results (``native_layer_norm``)
     return OpPlan(
         op=op,
         name=name,
