@@ -116,30 +116,24 @@ store_u32 = _store_intrinsic("store_u32", types.uint32, ir.IntType(32))
 store_raw_f32 = _store_intrinsic("store_raw_f32", types.float32, ir.FloatType())
 
 
-@intrinsic
-def f32_from_bits(typingctx, bits):
-    """Reinterpret a uint32 (or any integer, truncated to 32 bits) as float32."""
-    if not isinstance(bits, types.Integer):
-        return None
+def _from_bits_intrinsic(name: str, int_type, float_type, llvm_type):
+    """Reinterpret an integer (cast to ``int_type``, truncated or widened) as ``float_type``."""
+    def from_bits(typingctx, bits):
+        if not isinstance(bits, types.Integer):
+            return None
 
-    def codegen(context, builder, signature, args):
-        as_u32 = context.cast(builder, args[0], signature.args[0], types.uint32)
-        return builder.bitcast(as_u32, ir.FloatType())
+        def codegen(context, builder, signature, args):
+            as_int = context.cast(builder, args[0], signature.args[0], int_type)
+            return builder.bitcast(as_int, llvm_type)
 
-    return types.float32(bits), codegen
+        return float_type(bits), codegen
+
+    from_bits.__name__ = from_bits.__qualname__ = name
+    return intrinsic(from_bits)
 
 
-@intrinsic
-def f64_from_bits(typingctx, bits):
-    """Reinterpret an int64 (or any integer, widened to 64 bits) as float64."""
-    if not isinstance(bits, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        as_i64 = context.cast(builder, args[0], signature.args[0], types.int64)
-        return builder.bitcast(as_i64, ir.DoubleType())
-
-    return types.float64(bits), codegen
+f32_from_bits = _from_bits_intrinsic("f32_from_bits", types.uint32, types.float32, ir.FloatType())
+f64_from_bits = _from_bits_intrinsic("f64_from_bits", types.int64, types.float64, ir.DoubleType())
 
 
 @intrinsic
