@@ -291,8 +291,7 @@ class Entry:
                 if fixed is not None:
                     bases[t.id] = fixed.ctypes.data
             else:
-                buf, off = core.on_chip_base(t, prep.placement)
-                bases[t.id] = buf.ctypes.data + off
+                bases[t.id] = core.on_chip_address(t, prep.placement)
         self._bases = (core, bases)
         return bases
 

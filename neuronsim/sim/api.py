@@ -103,8 +103,7 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
             if t.memory is Memory.HBM:
                 bases[t.id] = hbm[t.id].ctypes.data
             else:
-                buf, off = core.on_chip_base(t, prep.placement)
-                bases[t.id] = buf.ctypes.data + off
+                bases[t.id] = core.on_chip_address(t, prep.placement)
         execute_numba.execute(prep.itab, prep.ftab, bases)
     outputs = {t.name: hbm[t.id] for t in program.hbm_tensors() if t.kind in ("output", "inout")}
     return RunResult(outputs, prep.timeline, prep)

@@ -94,8 +94,7 @@ def case(name, tensors, make, seed):
         if t.memory is Memory.HBM:
             bases[t.id] = arrays[t.name].ctypes.data
         else:
-            buf, o = core.on_chip_base(t, prep.placement)
-            bases[t.id] = buf.ctypes.data + o
+            bases[t.id] = core.on_chip_address(t, prep.placement)
     kernel = vector._nb_copy_predicated if op is Opcode.TENSOR_COPY_PREDICATED else vector._nb_select
     kernel(prep.itab[-1], prep.ftab[-1], bases)
     got = dst_bytes(before)

@@ -63,6 +63,11 @@ class CoreMemory:
         offset = placement.start_partition[t.id] * rows.shape[1] + placement.byte_offset[t.id]
         return rows.reshape(-1), offset
 
+    def on_chip_address(self, t: TensorDecl, placement: Placement) -> int:
+        """The host address of ``t``'s first byte (the Numba executor's base of ``t``)."""
+        buf, offset = self.on_chip_base(t, placement)
+        return buf.ctypes.data + offset
+
 
 _per_thread = threading.local()
 
