@@ -446,30 +446,16 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._run("barrier", [], 0, lambda: [self._gloo.barrier(opts)], [], _Staging())
 
     def send(self, tensors, dst: int, tag: int = 0):
-        s = _Staging()
-        hosts = s.hosts(tensors)
-        return self._run(
-            "send",
-            tensors,
-            _nbytes(tensors),
-            lambda: [self._gloo.send(hosts, dst, tag)],
-            list(tensors),
-            s,
-            peer=("send", dst, tag),
-        )
+        return self._point_to_point("send", self._gloo.send, tensors, dst, tag)
 
     def recv(self, tensors, src: int, tag: int = 0):
+        return self._point_to_point("recv", self._gloo.recv, tensors, src, tag)
+
+    def _point_to_point(self, kind: str, gloo_call, tensors, peer: int, tag: int):
         s = _Staging()
-        hosts = s.hosts(tensors, output=True)
-        return self._run(
-            "recv",
-            tensors,
-            _nbytes(tensors),
-            lambda: [self._gloo.recv(hosts, src, tag)],
-            list(tensors),
-            s,
-            peer=("recv", src, tag),
-        )
+        hosts = s.hosts(tensors, output=kind == "recv")
+        return self._run(kind, tensors, _nbytes(tensors), lambda: [gloo_call(hosts, peer, tag)],
+                         list(tensors), s, peer=(kind, peer, tag))
 
 
 _track_free: dict[int, float] = {}  # device index -> end of its last collective (one collectives track)
