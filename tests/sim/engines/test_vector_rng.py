@@ -5,6 +5,7 @@ uniformity, dropout's keep/drop rule, the S23 cost ``max(MIN_II, N)`` and every 
 import ml_dtypes
 import numpy as np
 import pytest
+from test_vector import _emit, _rejects, _t  # the checks' program builders
 
 from neuronsim import sim
 from neuronsim.errors import ConstraintError, DtypeError, EngineAccessError
@@ -215,23 +216,6 @@ def test_costs_are_n_cycles():
 
 
 # ---------------------------------------------------------------- checks
-
-def _rejects(build, cls, match):
-    b = ProgramBuilder("bad")
-    build(b)
-    with pytest.raises(cls, match=match) as info:
-        sim.prepare(b.build(), "trn2")
-    assert LOC in str(info.value)
-    assert type(info.value) is cls
-
-
-def _emit(opcode, dst, srcs, **kw):
-    return lambda b: b.emit(opcode, dst(b), [s(b) for s in srcs], location=LOC, **kw)
-
-
-def _t(name, shape=(128, 64), dtype="float32", memory=Memory.SBUF):
-    return lambda b: b.tensor(name, memory, shape, dtype)
-
 
 SEED = _t("seed", (1, 1), "uint32")
 ONE_BY_ONE = r"must be \[1, 1\]"
