@@ -57,11 +57,13 @@ from neuronsim.sim.engines.transcendentals import (
     erf64,
     erf_central,
     erf_np,
+    erf_outer,
     exp64,
     exp_np,
     gelu64,
     gelu_central,
     gelu_np,
+    gelu_outer,
 )
 from neuronsim.sim.ir import ActFunc, Instruction, Opcode
 from neuronsim.sim.memory.access import (
@@ -331,31 +333,33 @@ def _encode_activation(ins: Instruction) -> tuple[list[int], list[float]]:
 
 @njit(cache=True)
 def _central_then_tails(gelu, flat):
-    """erf or gelu of every element of ``flat``, in place: the elements outside the central region
-    are gathered first, then the series runs on all (vectorized), then the whole function on the
-    gathered ones (vectorized) and they are put back. Each element gets its function's value."""
+    """erf or gelu of every element of ``flat``, in place: the indices of the elements outside the
+    central region are gathered first, the whole function runs on those (vectorized), then the
+    series on all (vectorized), and the gathered results are put back. Each element gets its
+    function's value."""
     n = flat.size
     where = np.empty(n + 1, dtype=np.int64)
-    tails = np.empty(n + 1, dtype=np.float64)
     m = 0
-    for i in range(n):  # branch-free compaction: always write, advance only past a tail element
+    for i in range(n):  # branch-free compaction of indices only: always write, advance past a tail
         v = np.float64(flat[i])
         a = abs(v * INV_SQRT2) if gelu else abs(v)
         where[m] = i
-        tails[m] = v
         m += np.int64(not a < CENTRAL_TOP)  # NaN included
+    tails = np.empty(m, dtype=np.float32)
+    for k in range(m):  # a gather loop of its own: the function loops then read contiguous memory
+        tails[k] = flat[where[k]]
     if gelu:
+        for k in range(m):
+            tails[k] = np.float32(gelu_outer(np.float64(tails[k])))
         for i in range(n):
             flat[i] = np.float32(gelu_central(np.float64(flat[i])))
-        for k in range(m):
-            tails[k] = gelu64(tails[k])
     else:
+        for k in range(m):
+            tails[k] = np.float32(erf_outer(np.float64(tails[k])))
         for i in range(n):
             flat[i] = np.float32(erf_central(np.float64(flat[i])))
-        for k in range(m):
-            tails[k] = erf64(tails[k])
     for k in range(m):
-        flat[where[k]] = np.float32(tails[k])
+        flat[where[k]] = tails[k]
 
 
 @njit(cache=True)
