@@ -7,28 +7,34 @@ rounded to fp32 once. Calling libm for that (one call per element, no vectorizat
 and gelu the slowest instructions of a training step. These versions use only ``+ - * /``, compares
 and bit moves in float64, so LLVM vectorizes them, and numpy performs the very same roundings in the
 same order (Numba compiles without fast-math: no FMA contraction, no reassociation), which keeps the
-two executors bit-identical. Their float64 error is a few ulp (2^-50 relative), far below fp32's
-half ulp (2^-25): after the rounding to fp32 the result is the correctly rounded one except when the
-exact value lies within ~2^-50 of a rounding boundary, and never more than 1 fp32 ulp away
-(tests/sim/engines/test_transcendentals.py checks both against mpmath / math on dense sweeps).
+two executors bit-identical. Their float64 error is below 2^-49 relative (measured against 40-digit
+mpmath), far below fp32's half ulp (2^-25): after the rounding to fp32 the result is the correctly
+rounded one except when the exact value lies within ~2^-49 of a rounding boundary, and never more
+than 1 fp32 ulp away (tests/sim/engines/test_transcendentals.py checks both on dense sweeps).
 
-- ``exp``: ``x = k ln2 + r`` (Cody-Waite: ``k * LN2_HI`` is exact, ``|r| <= ln2 / 2``), degree-13
-  Taylor polynomial for ``e^r`` (truncation < 2^-57), times ``2^k`` built from its bits. Inputs are
-  clamped to [-700, 709] (normal float64 results); beyond, the limits 0 and inf.
-- ``erf``: ``|x| < 1``: ``x * P(x^2)``, the Taylor series to degree 37. Otherwise
-  ``1 - e^(-x^2) G(|x|)`` with ``G(a) = e^(a^2) erfc(a)`` on [0, 11]: ``(a + 2) G(a)`` is a
-  degree-22 Chebyshev interpolant in ``t = (a - 2) / (a + 2)`` (Clenshaw evaluation; one
-  interval, so no per-element coefficient lookup). ``x * x`` is exact for an fp32 ``x``, so
-  the steep ``e^(-x^2)`` sees its exact argument. ``|x| >= 6``: +-1 (erfc(6) < 2^-55).
-- ``gelu``: ``x * Phi(x)``. ``|x| / sqrt2 < 1``: ``Phi = 1/2 + erf(x / sqrt2) / 2`` by the series.
-  Otherwise from ``Q = erfc(|x| / sqrt2) / 2 = e^(-x^2 / 2) G(|x| / sqrt2) / 2`` (``x^2 / 2``
-  exact again), ``Phi = 1 - Q`` for ``x > 0``, else ``Q``: no cancellation for negative ``x``,
-  where ``1 + erf(x / sqrt2)`` loses every digit below -8. ``|x| / sqrt2 >= 11``: ``Q = 0``.
+The polynomials are interpolants at Chebyshev nodes (near-minimax: a few degrees below the Taylor
+series of the same accuracy), stored as float64 monomial coefficients and evaluated in even and odd
+halves, ``E(x^2) + x O(x^2)``: two independent Horner chains, half the latency of one (no FMA, so
+each step is a multiply, then an add).
+
+- ``exp``: ``x = k ln2 + r`` (Cody-Waite: ``k * LN2_HI`` is exact, ``|r| <= ln2 / 2``),
+  ``e^r = 1 + (r + r^2 Q(r))`` with Q of degree 9 (error 2^-52), times ``2^k`` built from its bits.
+  Inputs are clamped to [-700, 709] (normal float64 results); beyond, the limits 0 and inf.
+- ``erf``: ``|x| < 1``: ``x * P(x^2)``, P of degree 11 (the central formula). Otherwise (the
+  outer formula) ``1 - e^(-x^2) G(|x|)`` with ``G(a) = e^(a^2) erfc(a)`` on [1, 11]: ``(a + 3) G(a)``
+  is a degree-16 polynomial in ``t = (a - 3) / (a + 3)`` mapped onto [-1, 1] (one interval, so no
+  per-element coefficient lookup). ``x * x`` is exact for an fp32 ``x``, so the steep ``e^(-x^2)``
+  sees its exact argument. ``|x| >= 6``: +-1 (erfc(6) < 2^-55).
+- ``gelu``: ``x * Phi(x)``. ``|x| / sqrt2 < 1``: ``Phi = 1/2 + erf(x / sqrt2) / 2`` by P. Otherwise
+  from ``Q = erfc(|x| / sqrt2) / 2 = e^(-x^2 / 2) G(|x| / sqrt2) / 2`` (``x^2 / 2`` exact again),
+  ``Phi = 1 - Q`` for ``x > 0``, else ``Q``: no cancellation for negative ``x``, where
+  ``1 + erf(x / sqrt2)`` loses every digit below -8. ``|x| / sqrt2 >= 11``: ``Q = 0``.
 
 A vector unit computes every branch of a piecewise function, so the loops over many elements
-(``scalar._act_rows``) evaluate the cheap central formula (``erf_central``, ``gelu_central``: the
-series) everywhere and the whole function only for the elements outside, gathered into a buffer:
-the same value for every element, a third of the work on typical activations.
+(``scalar._act_rows``) evaluate the central formula (``erf_central``, ``gelu_central``) everywhere
+and the outer one (``erf_outer``, ``gelu_outer``) only for the elements outside, gathered into a
+buffer: ``erf64`` and ``gelu64`` are the select between the same two, so every element gets the same
+value either way, for a fraction of the work on typical activations.
 
 The arguments are float64 values of fp32 numbers (what ScalarE's pipeline hands its function).
 """

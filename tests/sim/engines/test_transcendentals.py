@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from numba import njit
 
+from neuronsim.sim.engines import scalar
 from neuronsim.sim.engines import transcendentals as T
+from neuronsim.sim.ir import ActFunc
 
 FUNCS = {"exp": 0, "erf": 1, "gelu": 2}
 TWINS = {"exp": T.exp_np, "erf": T.erf_np, "gelu": T.gelu_np}
@@ -184,3 +186,22 @@ def test_central_and_outer_formulas_are_the_function_in_their_regions(name):
     central, outer = _region_values(gelu, x[inside], True), _region_values(gelu, x[~inside], False)
     assert _same_bits(central, whole[inside]).all()
     assert _same_bits(outer, whole[~inside]).all()
+
+
+@pytest.mark.parametrize("name", FUNCS)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (3, 4097), (2, 8192), (5, 3001)])
+def test_activation_row_loops_give_the_twins_values(name, shape):
+    """scalar._act_rows (flagging, compaction and gather chunk by chunk for erf and gelu) gives
+    every element the numpy twin's fp32 value: sizes around the chunk length, mixes of central and
+    outer elements, specials anywhere."""
+    rng = np.random.default_rng(sum(shape) + FUNCS[name])
+    x = (rng.standard_normal(shape) * rng.choice([0.3, 1.0, 4.0], shape)).astype(np.float32)
+    flat = x.reshape(-1)
+    spots = rng.choice(flat.size, min(flat.size, SPECIALS.size), replace=False)
+    flat[spots] = SPECIALS[:spots.size]
+    one, minus_zero = np.ones(shape[0], np.float32), np.full(shape[0], -0.0, np.float32)  # x * 1 + -0 = x
+    y = np.empty_like(x)
+    scalar._act_rows(int(ActFunc[name]), x, one, minus_zero, y)
+    with np.errstate(over="ignore"):  # exp overflowing fp32 is inf, a value
+        want = TWINS[name](x.astype(np.float64)).astype(np.float32)
+    assert _same_bits(y.astype(np.float64), want.astype(np.float64)).all()
