@@ -347,16 +347,20 @@ def _central_then_tails(gelu, flat):
     for c0 in range(0, flat.size, _CHUNK):
         x = flat[c0:c0 + _CHUNK]
         n = x.size
+        flagged = np.uint8(0)
         if gelu:
             for i in range(n):
                 outside[i] = not abs(np.float64(x[i]) * INV_SQRT2) < CENTRAL_TOP  # NaN included
+                flagged |= outside[i]
         else:
             for i in range(n):
                 outside[i] = not abs(np.float64(x[i])) < CENTRAL_TOP
+                flagged |= outside[i]
         m = 0
-        for i in range(n):  # branch-free compaction: always write, advance only past a flagged one
-            where[m] = i
-            m += np.int64(outside[i])
+        if flagged:  # small activations often have none: no compaction then
+            for i in range(n):  # branch-free compaction: always write, advance only past a flagged one
+                where[m] = i
+                m += np.int64(outside[i])
         for k in range(m):  # a gather loop of its own: the function loop then reads contiguous memory
             tails[k] = x[where[k]]
         if gelu:

@@ -193,12 +193,14 @@ def test_central_and_outer_formulas_are_the_function_in_their_regions(name):
 def test_activation_row_loops_give_the_twins_values(name, shape):
     """scalar._act_rows (flagging, compaction and gather chunk by chunk for erf and gelu) gives
     every element the numpy twin's fp32 value: sizes around the chunk length, mixes of central and
-    outer elements, specials anywhere."""
+    outer elements, specials anywhere, a chunk with no outer element."""
     rng = np.random.default_rng(sum(shape) + FUNCS[name])
     x = (rng.standard_normal(shape) * rng.choice([0.3, 1.0, 4.0], shape)).astype(np.float32)
     flat = x.reshape(-1)
     spots = rng.choice(flat.size, min(flat.size, SPECIALS.size), replace=False)
     flat[spots] = SPECIALS[:spots.size]
+    if flat.size >= 2 * scalar._CHUNK:  # a first chunk with central elements only
+        flat[:scalar._CHUNK] = rng.uniform(-0.7, 0.7, scalar._CHUNK)
     one, minus_zero = np.ones(shape[0], np.float32), np.full(shape[0], -0.0, np.float32)  # x * 1 + -0 = x
     y = np.empty_like(x)
     scalar._act_rows(int(ActFunc[name]), x, one, minus_zero, y)
