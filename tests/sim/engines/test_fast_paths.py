@@ -349,3 +349,51 @@ def test_fused_vector_paths(layout):
                op1=op1, reverse1=True)
     b.emit(Opcode.DMA_COPY, o, [s])
     _assert_executors_agree(b, seed=5)
+
+
+@pytest.mark.parametrize("op", ["add", "maximum", "minimum"])
+def test_tensor_reduce_folds_partial_and_strided(op):
+    """The eight-partitions-abreast folds on 13 partitions (one block of eight, then five one by
+    one), reading plain rows in place and a strided view (every other column: gathered first),
+    on raw bits (NaN payloads, -0.0 vs +0.0 order, infinities)."""
+    from neuronsim.sim import AluOp, Engine
+    b = ProgramBuilder("reduce_partial")
+    a = b.hbm("a", (13, 66), "float32")
+    s = b.sbuf("s", (13, 66), "float32")
+    plain, strided = b.sbuf("plain", (13, 3), "float32"), b.sbuf("strided", (13, 1), "float32")
+    o1, o2 = b.hbm("o1", (13, 3), "float32", kind="output"), b.hbm("o2", (13, 1), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.TENSOR_REDUCE, plain, [s.ap([[66, 13], [22, 3], [1, 22]])], engine=Engine.VECTOR,
+           op=AluOp[op], num_axes=1)
+    b.emit(Opcode.TENSOR_REDUCE, strided, [s.ap([[66, 13], [2, 33]], offset=1)], engine=Engine.VECTOR,
+           op=AluOp[op], num_axes=1)
+    b.emit(Opcode.DMA_COPY, o1, [plain])
+    b.emit(Opcode.DMA_COPY, o2, [strided])
+    _assert_executors_agree(b, seed=11)
+
+
+@pytest.mark.parametrize("pred_dtype", ["uint8", "bool_", "int16", "uint32"])
+@pytest.mark.parametrize("layout", ["disjoint", "in_place", "overlapping"])
+def test_select_rows(pred_dtype, layout):
+    """Raw 4-byte select written row by row: on_true broadcast along the free dim (step 0) and
+    strided, on_false plain, on 77 partitions; dst disjoint from the sources, the very elements
+    of on_false (in place), or overlapping it by a few columns (the buffered path). Random bits
+    carry NaN payloads, which a raw select keeps."""
+    from neuronsim.sim import Engine
+    b = ProgramBuilder("select_rows")
+    a = b.hbm("a", (77, 96), "float32")
+    pr = b.hbm("pr", (77, 40), pred_dtype)
+    s, sp = b.sbuf("s", (77, 96), "float32"), b.sbuf("sp", (77, 40), pred_dtype)
+    o = b.hbm("o", (77, 96), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.DMA_COPY, sp, [pr])
+    pred = sp.ap([[40, 77], [1, 40]])
+    broadcast = s.ap([[96, 77], [0, 40]], offset=95)
+    strided = s.ap([[96, 77], [2, 20], [1, 2]], offset=50)
+    on_false = s.ap([[96, 77], [1, 40]])
+    dst = {"disjoint": s.ap([[96, 77], [1, 40]], offset=44), "in_place": on_false,
+           "overlapping": s.ap([[96, 77], [1, 40]], offset=5)}[layout]
+    b.emit(Opcode.SELECT, dst, [pred, broadcast, on_false], engine=Engine.VECTOR)
+    b.emit(Opcode.SELECT, dst, [pred, strided, on_false], engine=Engine.VECTOR)
+    b.emit(Opcode.DMA_COPY, o, [s])
+    _assert_executors_agree(b, seed=12)
