@@ -65,6 +65,7 @@ from neuronsim.sim.engines.transcendentals import (
     gelu_np,
     gelu_outer,
 )
+from neuronsim.sim.engines.vector import _f32_bits  # the fp32 store's bits, NaNs canonical
 from neuronsim.sim.ir import ActFunc, Instruction, Opcode
 from neuronsim.sim.memory.access import (
     AP_WIDTH,
@@ -73,12 +74,16 @@ from neuronsim.sim.memory.access import (
     ap_parts,
     block_rows,
     copy_raw,
+    f32_row,
+    f32_rows,
     gather_f32,
     load_rows_f32,
     row_offsets,
     same_or_disjoint,
     scatter_f32,
     store_rows_f32,
+    u32_row,
+    u32_rows,
 )
 
 _ACTIVATION_IMM = frozenset({"func", "scale", "bias", "bias_is_tile", "scale_is_tile", "reduce"})
@@ -423,6 +428,27 @@ def _row_sums(y, sums, p0):
 
 
 @njit(cache=True)
+def _affine_rows_f32(a, o, scale, bias, sums, reduce):
+    """copy / identity in one pass over plain rows: ``o[p] = bits(a[p] * scale[p] + bias[p])``
+    (NaNs canonical, as the store would make them), with the row sums of ``_row_sums`` when
+    ``reduce`` (a NaN's payload never reaches a result: the sums are stored canonicalized too)."""
+    parts, n = a.shape
+    for p in range(parts):
+        x, d = f32_row(a, p), u32_row(o, p)
+        s, b = scale[p], bias[p]
+        if reduce:
+            acc = np.float32(-0.0)
+            for j in range(n):
+                y = np.float32(np.float32(x[j] * s) + b)
+                d[j] = _f32_bits(y)
+                acc = np.float32(acc + y)
+            sums[p, 0] = acc
+        else:
+            for j in range(n):
+                d[j] = _f32_bits(np.float32(np.float32(x[j] * s) + b))
+
+
+@njit(cache=True)
 def _nb_activation(row, frow, bases):
     func, bias_tile, scale_tile = row[IMM], row[IMM + 1], row[IMM + 2]
     reduce, bit_copy = row[IMM + 3], row[IMM + 4]
@@ -447,10 +473,17 @@ def _nb_activation(row, frow, bases):
             _row_sums(y, sums, 0)
             scatter_f32(row, DST2, bases, sums)
         return
+    off_src, off_dst = row_offsets(row, SRC0), row_offsets(row, DST)
+    if (func == _COPY or func == _IDENTITY) and not bit_copy:
+        a, o = f32_rows(row, SRC0, bases, off_src), u32_rows(row, DST, bases, off_dst)
+        if a.size and o.size:  # plain fp32 rows, dst the same elements or disjoint: one pass
+            _affine_rows_f32(a, o, scale, bias, sums, reduce)
+            if reduce:
+                scatter_f32(row, DST2, bases, sums)
+            return
     # Blocks of partitions through one cache-sized buffer: no tile-sized temporaries (fresh pages
     # of a big allocation cost more than the arithmetic), each block read, computed, written.
     block = block_rows(parts, n)
-    off_src, off_dst = row_offsets(row, SRC0), row_offsets(row, DST)
     buf = np.empty(block * n, dtype=np.float32)
     for p0 in range(0, parts, block):
         k = min(block, parts - p0)

@@ -397,3 +397,28 @@ def test_select_rows(pred_dtype, layout):
     b.emit(Opcode.SELECT, dst, [pred, strided, on_false], engine=Engine.VECTOR)
     b.emit(Opcode.DMA_COPY, o, [s])
     _assert_executors_agree(b, seed=12)
+
+
+@pytest.mark.parametrize("func", ["identity", "copy"])
+@pytest.mark.parametrize("layout", ["side_by_side", "in_place", "strided"])
+def test_activation_affine_rows(func, layout):
+    """copy / identity between plain fp32 rows in one pass (scale and bias tiles, reduce), into
+    a tile beside the source in the same partitions, in place, and from a strided view (the
+    buffered path), on 77 partitions of raw bits (NaN payloads, -0.0, subnormals, infinities)."""
+    from neuronsim.sim import ActFunc, Engine
+    b = ProgramBuilder("act_affine")
+    a, t = b.hbm("a", (77, 100), "float32"), b.hbm("t", (77, 2), "float32")
+    s, st = b.sbuf("s", (77, 100), "float32"), b.sbuf("st", (77, 2), "float32")
+    r = b.sbuf("r", (77, 1), "float32")
+    o, orr = b.hbm("o", (77, 100), "float32", kind="output"), b.hbm("or", (77, 1), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.DMA_COPY, st, [t])
+    src = s.ap([[100, 77], [2, 30]]) if layout == "strided" else s.ap([[100, 77], [1, 30]])
+    dst = s.ap([[100, 77], [1, 30]]) if layout == "in_place" else s.ap([[100, 77], [1, 30]], offset=64)
+    b.emit(Opcode.ACTIVATION, dst, [src, st.ap([[2, 77], [1, 1]]), st.ap([[2, 77], [1, 1]], offset=1)],
+           engine=Engine.SCALAR, dst2=r, func=ActFunc[func], bias_is_tile=True, scale_is_tile=True,
+           reduce=True)
+    b.emit(Opcode.ACTIVATION, dst, [src], engine=Engine.SCALAR, func=ActFunc[func], scale=-0.75, bias=0.5)
+    b.emit(Opcode.DMA_COPY, o, [s])
+    b.emit(Opcode.DMA_COPY, orr, [r])
+    _assert_executors_agree(b, seed=13)
