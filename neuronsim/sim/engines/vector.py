@@ -1118,7 +1118,10 @@ def _encode_select(ins: Instruction) -> tuple[list[int], list[float]]:
     return [int(_select_is_raw(ins.dst, ins.srcs[1], ins.srcs[2]))], []
 
 
-@njit(cache=True)
+_MIN_ROW_ELEMENTS = 64  # shorter rows go through the block path, which has no per-row setup
+
+
+@njit(cache=True, inline="always")
 def _bits_row(row, at, bases, p, offsets, scratch):
     """Partition ``p`` of a 4-byte AP as uint32 bits: a view of memory when its row is contiguous
     and aligned (partitions may overlap: this is for reading), else gathered into ``scratch``."""
@@ -1130,7 +1133,7 @@ def _bits_row(row, at, bases, p, offsets, scratch):
     return scratch
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _nonzero_row(row, at, bases, p, offsets, out):
     """``out[j]`` = element j of partition ``p`` of an integer AP, nonzero exactly when the
     element's value is (its raw bits; any nonzero bool byte is true)."""
@@ -1159,11 +1162,14 @@ def _nonzero_row(row, at, bases, p, offsets, out):
 def _select_rows_u32(row, bases, offp, offt, offf):
     """Raw select of 4-byte data partition by partition, straight into dst's rows; dst must have
     contiguous, aligned, non-overlapping rows and each source be dst's very elements or share no
-    byte with it (then the row order is invisible). False when it does not apply."""
+    byte with it (then the row order is invisible). False when it does not apply, or when rows
+    are too short to repay the per-row setup (~50 ns: array views and their reference counts)."""
     o = u32_rows(row, DST, bases, row_offsets(row, DST))
-    if (not o.size or _ITEMSIZE[row[SRC1 + F_DTYPE]] != 4 or not same_or_disjoint(row, SRC0, DST, bases)
-            or not same_or_disjoint(row, SRC1, DST, bases) or not same_or_disjoint(row, SRC2, DST, bases)):
+    if o.shape[1] < _MIN_ROW_ELEMENTS or _ITEMSIZE[row[SRC1 + F_DTYPE]] != 4:
         return False
+    for at in (SRC0, SRC1, SRC2):
+        if not same_or_disjoint(row, at, DST, bases):
+            return False
     n = o.shape[1]
     pred, ts, fs = np.empty(n, dtype=np.uint32), np.empty(n, dtype=np.uint32), np.empty(n, dtype=np.uint32)
     for p in range(o.shape[0]):

@@ -375,24 +375,24 @@ def test_tensor_reduce_folds_partial_and_strided(op):
 @pytest.mark.parametrize("pred_dtype", ["uint8", "bool_", "int16", "uint32"])
 @pytest.mark.parametrize("layout", ["disjoint", "in_place", "overlapping"])
 def test_select_rows(pred_dtype, layout):
-    """Raw 4-byte select written row by row: on_true broadcast along the free dim (step 0) and
-    strided, on_false plain, on 77 partitions; dst disjoint from the sources, the very elements
-    of on_false (in place), or overlapping it by a few columns (the buffered path). Random bits
-    carry NaN payloads, which a raw select keeps."""
+    """Raw 4-byte select written row by row (rows of 80, above _MIN_ROW_ELEMENTS): on_true
+    broadcast along the free dim (step 0) and strided, on_false plain, on 77 partitions; dst
+    disjoint from the sources, the very elements of on_false (in place), or overlapping it by a
+    few columns (the buffered path). Random bits carry NaN payloads, which a raw select keeps."""
     from neuronsim.sim import Engine
     b = ProgramBuilder("select_rows")
-    a = b.hbm("a", (77, 96), "float32")
-    pr = b.hbm("pr", (77, 40), pred_dtype)
-    s, sp = b.sbuf("s", (77, 96), "float32"), b.sbuf("sp", (77, 40), pred_dtype)
-    o = b.hbm("o", (77, 96), "float32", kind="output")
+    a = b.hbm("a", (77, 320), "float32")
+    pr = b.hbm("pr", (77, 80), pred_dtype)
+    s, sp = b.sbuf("s", (77, 320), "float32"), b.sbuf("sp", (77, 80), pred_dtype)
+    o = b.hbm("o", (77, 320), "float32", kind="output")
     b.emit(Opcode.DMA_COPY, s, [a])
     b.emit(Opcode.DMA_COPY, sp, [pr])
-    pred = sp.ap([[40, 77], [1, 40]])
-    broadcast = s.ap([[96, 77], [0, 40]], offset=95)
-    strided = s.ap([[96, 77], [2, 20], [1, 2]], offset=50)
-    on_false = s.ap([[96, 77], [1, 40]])
-    dst = {"disjoint": s.ap([[96, 77], [1, 40]], offset=44), "in_place": on_false,
-           "overlapping": s.ap([[96, 77], [1, 40]], offset=5)}[layout]
+    pred = sp.ap([[80, 77], [1, 80]])
+    broadcast = s.ap([[320, 77], [0, 80]], offset=319)
+    strided = s.ap([[320, 77], [3, 40], [1, 2]], offset=160)
+    on_false = s.ap([[320, 77], [1, 80]])
+    dst = {"disjoint": s.ap([[320, 77], [1, 80]], offset=80), "in_place": on_false,
+           "overlapping": s.ap([[320, 77], [1, 80]], offset=5)}[layout]
     b.emit(Opcode.SELECT, dst, [pred, broadcast, on_false], engine=Engine.VECTOR)
     b.emit(Opcode.SELECT, dst, [pred, strided, on_false], engine=Engine.VECTOR)
     b.emit(Opcode.DMA_COPY, o, [s])
