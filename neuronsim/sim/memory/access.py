@@ -116,6 +116,20 @@ def _memcpy(typingctx, dst_addr, src_addr, nbytes):
     return types.void(dst_addr, src_addr, nbytes), codegen
 
 
+@intrinsic
+def _ptr_like(typingctx, addr, like):
+    """A pointer to elements of ``like``'s dtype at byte address ``addr`` (one kernel body for
+    every word size, the dtype fixed at compile time by the caller's choice of ``like``)."""
+    if not isinstance(addr, types.Integer) or not isinstance(like, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        address = context.cast(builder, args[0], signature.args[0], types.int64)
+        return builder.inttoptr(address, context.get_value_type(like.dtype).as_pointer())
+
+    return types.CPointer(like.dtype)(addr, like), codegen
+
+
 _f32_ptr = _typed_pointer("_f32_ptr", types.float32, ir.FloatType())
 _u32_ptr = _typed_pointer("_u32_ptr", types.uint32, ir.IntType(32))
 _u16_ptr = _typed_pointer("_u16_ptr", types.uint16, ir.IntType(16))
@@ -657,14 +671,27 @@ def copy_raw(row, dst_at, src_at, bases):
     store_rows_raw(row, dst_at, bases, 0, row_offsets(row, dst_at), values)
 
 
+_TILE = 16  # transposes go by TILE x TILE blocks: both sides' lines stay in L1
+_U32_LIKE, _U16_LIKE = np.empty(0, np.uint32), np.empty(0, np.uint16)
+
+
 @njit(cache=True)
-def _transpose_words(d, s, parts, n, s_pitch, d_pitch):
-    """``d[f * d_pitch + p] = s[p * s_pitch + f]`` in blocks that keep both sides in cache."""
-    for p0 in range(0, parts, 16):
-        p1 = min(parts, p0 + 16)
-        for f in range(n):
-            for p in range(p0, p1):
-                d[f * d_pitch + p] = s[p * s_pitch + f]
+def _transpose_words(d0, s0, parts, n, s_pitch, d_pitch, like):
+    """``d[f, p] = s[p, f]`` for words of ``like``'s dtype at byte addresses ``d0`` / ``s0``
+    (pitches in words). Whole tiles index fixed-size row views (no bounds to keep, so LLVM
+    unrolls them); the ragged edges go word by word."""
+    item = like.itemsize
+    pt, nt = parts - parts % _TILE, n - n % _TILE
+    for p0 in range(0, pt, _TILE):
+        for f0 in range(0, nt, _TILE):
+            for j in range(_TILE):
+                d = carray(_ptr_like(d0 + ((f0 + j) * d_pitch + p0) * item, like), (_TILE,))
+                for i in range(_TILE):
+                    d[i] = carray(_ptr_like(s0 + ((p0 + i) * s_pitch + f0) * item, like), (_TILE,))[j]
+    for p in range(parts):  # the edges: columns past the last whole tile, then rows
+        s = carray(_ptr_like(s0 + p * s_pitch * item, like), (n,))
+        for f in range(nt if p < pt else 0, n):
+            carray(_ptr_like(d0 + (f * d_pitch + p) * item, like), (1,))[0] = s[f]
 
 
 @njit(cache=True)
@@ -682,14 +709,10 @@ def transpose_raw(row, dst_at, src_at, bases):
              and (d_pitch >= parts * item or n == 1) and disjoint(row, dst_at, src_at, bases))
     if not plain:
         scatter_raw(row, dst_at, bases, np.ascontiguousarray(gather_raw(row, src_at, bases).T))
-        return
-    s_words, d_words = (parts - 1) * (s_pitch // item) + n, (n - 1) * (d_pitch // item) + parts
-    if item == 4:
-        _transpose_words(carray(_u32_ptr(d0), (d_words,)), carray(_u32_ptr(s0), (s_words,)), parts, n,
-                         s_pitch // 4, d_pitch // 4)
+    elif item == 4:
+        _transpose_words(d0, s0, parts, n, s_pitch // 4, d_pitch // 4, _U32_LIKE)
     else:
-        _transpose_words(carray(_u16_ptr(d0), (d_words,)), carray(_u16_ptr(s0), (s_words,)), parts, n,
-                         s_pitch // 2, d_pitch // 2)
+        _transpose_words(d0, s0, parts, n, s_pitch // 2, d_pitch // 2, _U16_LIKE)
 
 
 # ---------------------------------------------------------------- reference side (numpy, for clarity)
