@@ -554,7 +554,7 @@ def _copy_nest(row, dst_at, src_at):
 def _order_nest(nest, item):
     """Sort the dims outermost-first by |dst step| when that leaves no dst byte written twice
     (then the order does not change the result), and merge dims contiguous on both sides; the new
-    count."""
+    count, and whether the order is free (else it stays row-major)."""
     k = nest.shape[0]
     order = nest.copy()
     for i in range(1, k):  # insertion sort, stable: ties keep row-major order
@@ -580,7 +580,7 @@ def _order_nest(nest, item):
         else:
             nest[n] = nest[i]
             n += 1
-    return n
+    return n, injective
 
 
 @njit(cache=True, inline="always")
@@ -692,7 +692,7 @@ def copy_by_runs(row, dst_at, src_at, bases):
     if k < 0:
         return False
     item = _ITEMSIZE[row[src_at + F_DTYPE]]
-    k = _order_nest(nest, item)
+    k, free_order = _order_nest(nest, item)
     s0, d0 = row_address(row, src_at, bases, 0), row_address(row, dst_at, bases, 0)
     if k == 0:
         _memcpy(d0, s0, item)
@@ -707,7 +707,7 @@ def copy_by_runs(row, dst_at, src_at, bases):
     if not aligned:
         return False
     t = -1
-    if nest[k - 1, 2] == item and not run:  # dst contiguous inside: a dim where src is makes a transpose
+    if free_order and nest[k - 1, 2] == item and not run:  # a dim where src is contiguous: a transpose
         for j in range(k - 1):
             if nest[j, 1] == item:
                 t = j
