@@ -3,10 +3,12 @@
 Semantics.
 
 - ``NC_MATMUL``: ``dst[m, n] = (dst[m, n] if accumulate else 0) + sum_k stationary[k, m] * moving[k, n]``.
-  The sum runs in fp32 over k = 0..K-1 in order, each product rounded to fp32 and then added (no
-  fused multiply-add), and the sum is then added onto the old PSUM value — the same operations in
-  both executors, so they agree bit for bit. Inputs are read exactly (bf16/fp16/fp8 -> fp32), so
-  the products of 16-bit and fp8 inputs are exact and only the additions round.
+  The sum runs in fp32 over k = 0..K-1 in order as a chain of fused multiply-adds
+  (``acc = fma(s, m, acc)``: the exact product added and rounded once, as a PE's multiply-accumulate
+  does), and the sum is then added onto the old PSUM value — the same roundings in both executors,
+  so they agree bit for bit. Inputs are read exactly (bf16/fp16/tf32/fp8 -> fp32); their products
+  are exact in fp32, so for them fused and unfused accumulation are the same; only fp32 inputs
+  depend on the fusion, which is our assumption (the PE's internal rounding is not published).
 - ``NC_TRANSPOSE``: ``dst[f, p] = data[p, f]``, moving bits (v3 on: TensorE transpose is
   bit-accurate with NaN/Inf, S16), any dtype, ``dst`` of the same dtype. Extra free dims are
   flattened, as NKI does.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from neuronsim.errors import DtypeError
@@ -177,11 +180,29 @@ def _matmul_cycles(ins: Instruction, chip: ChipSpec) -> float:
     return float(base) * _matmul_dtype_factor(stationary, moving, chip)
 
 
+def fma_f32_np(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Correctly rounded fp32 ``a * b + c`` (IEEE fusedMultiplyAdd) of float32 arrays, in float64:
+    the product of two fp32 values is exact in float64; the sum, rounded to odd (TwoSum gives its
+    exact error; an inexact sum with an even last bit moves one ulp towards the error), then
+    rounds to fp32 exactly as the infinitely precise sum would, since float64 carries more than
+    fp32's 24 + 2 bits. Non-finite sums are left as they are."""
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c64 = c.astype(np.float64)
+    s = p + c64
+    b_virtual = s - p
+    err = (p - (s - b_virtual)) + (c64 - b_virtual)
+    bits = s.view(np.int64)
+    inexact_even = (err != 0) & ((bits & 1) == 0) & np.isfinite(s)
+    away_from_zero = (err > 0) == (s > 0)
+    s = np.where(inexact_even, (bits + np.where(away_from_zero, 1, -1)).view(np.float64), s)
+    return s.astype(np.float32)
+
+
 def matmul_np(stationary: np.ndarray, moving: np.ndarray) -> np.ndarray:
-    """``stationary.T @ moving`` in fp32, k in order, each product rounded before it is added."""
+    """``stationary.T @ moving`` in fp32: k in order, one fused multiply-add per product."""
     total = np.zeros((stationary.shape[1], moving.shape[1]), dtype=np.float32)
     for k in range(stationary.shape[0]):
-        total += np.multiply.outer(stationary[k], moving[k])
+        total = fma_f32_np(stationary[k][:, None], moving[k][None, :], total)
     return total
 
 
@@ -196,12 +217,13 @@ def _encode_matmul(ins: Instruction) -> tuple[list[int], list[float]]:
     return [int(_accumulate(ins))], []
 
 
-# The fp32 matmul kernel. Every result element is a strict chain ``acc = acc + fl(s * m)`` over k in
+# The fp32 matmul kernel. Every result element is a strict chain ``acc = fma(s, m, acc)`` over k in
 # order, so the only freedom is which elements to compute together. A register tile of
 # ``_TILE_ROWS`` x ``_TILE_LANES * vectors`` results stays in vector registers for the whole k loop
-# (two vector ops per 16 products, no loads or stores of partial sums), written in LLVM IR because
-# Numba keeps array accumulators in memory. Plain fmul / fadd without fast-math flags: LLVM neither
-# fuses them into FMAs nor reorders them, so each element sees the same roundings as matmul_np.
+# (one vector FMA per 16 products, no loads or stores of partial sums), written in LLVM IR because
+# Numba keeps array accumulators in memory. ``llvm.fma`` is IEEE fusedMultiplyAdd whatever the
+# CPU (a libm call where there is no FMA unit), and without fast-math flags LLVM does not reorder
+# the chain, so each element sees the same roundings as matmul_np.
 
 _TILE_ROWS, _TILE_LANES = 4, 16
 _EXP_MASK, _MANTISSA_MASK = np.uint32(0x7F800000), np.uint32(0x007FFFFF)
@@ -220,6 +242,8 @@ def _matmul_tile(rows: int, vectors: int):
         def codegen(context, builder, signature, args):
             f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
             vec = ir.VectorType(f32, lanes)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3),
+                                                 f"llvm.fma.v{lanes}f32")
             out0, a0, b0 = (builder.inttoptr(x, f32.as_pointer()) for x in args[:3])
             k_dim, a_pitch, b_pitch, out_pitch = args[3:]
             entry = builder.block
@@ -244,7 +268,7 @@ def _matmul_tile(rows: int, vectors: int):
                 s = builder.load(builder.gep(a_row, [ir.Constant(i64, r)]), align=4)
                 one = builder.insert_element(undef, s, ir.Constant(i32, 0))
                 sv = builder.shuffle_vector(one, undef, splat)
-                new += [builder.fadd(accs[r * vectors + v], builder.fmul(sv, xs[v])) for v in range(vectors)]
+                new += [builder.call(fma, [sv, xs[v], accs[r * vectors + v]]) for v in range(vectors)]
             k_next = builder.add(k, ir.Constant(i64, 1))
             k.add_incoming(k_next, loop)
             for acc, value in zip(accs, new, strict=True):
@@ -268,9 +292,18 @@ _tile_4x4, _tile_4x1 = _matmul_tile(_TILE_ROWS, 4), _matmul_tile(_TILE_ROWS, 1)
 _tile_1x4, _tile_1x1 = _matmul_tile(1, 4), _matmul_tile(1, 1)  # the rows past the last 4
 
 
+@intrinsic
+def _fma32(typingctx, a, b, c):
+    """Scalar fp32 ``a * b + c``, rounded once (``llvm.fma``), for the columns past the tiles."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
 @njit(cache=True)
 def _matmul_panel(a, b, out):
-    """``out[r, c] = sum_k a[k, r] * b[k, c]`` (k in order, fp32 products then sums) for [K, R] and
+    """``out[r, c] = sum_k a[k, r] * b[k, c]`` (k in order, fused multiply-adds) for [K, R] and
     [K, C] float32 arrays with unit inner stride; register tiles (4 or 1 rows x 64 or 16 columns)
     where they fit, a plain loop for the last < 16 columns. Column panels outside, rows inside: a
     panel of ``b`` stays in L1."""
@@ -307,14 +340,14 @@ def _matmul_panel(a, b, out):
             s = a[k, r]
             row = b[k]
             for c in range(c0, c_dim):
-                acc[c] = acc[c] + s * row[c]
+                acc[c] = _fma32(s, row[c], acc[c])
 
 
 @njit(cache=True)
 def matmul_f32(stationary, moving):
     """Numba twin of :func:`matmul_np` for float32 [K, M] and [K, N] arrays with unit inner stride.
-    Few moving columns: vectorize along m instead (``out.T`` from swapped roles; ``s * m == m * s``
-    bit for bit)."""
+    Few moving columns: vectorize along m instead (``out.T`` from swapped roles; ``fma(s, m, acc) ==
+    fma(m, s, acc)`` bit for bit)."""
     m_dim, n_dim = stationary.shape[1], moving.shape[1]
     if n_dim < _TILE_LANES and m_dim > n_dim:
         out_t = np.empty((n_dim, m_dim), dtype=np.float32)

@@ -39,12 +39,24 @@ def host_pitches(chip: ChipSpec) -> dict[Memory, int]:
             Memory.PSUM: host_pitch(chip.psum_bytes_per_partition)}
 
 
+_ROW_ALIGNMENT = 4096
+
+
+def _zeroed_rows(partitions: int, pitch: int) -> np.ndarray:
+    """A zeroed ``[partitions, pitch]`` uint8 array whose rows start on cache-line (page) boundaries.
+    A plain ``np.zeros`` of this size starts 16 bytes past a page, so every 64-byte vector an
+    engine loads from a row would straddle two cache lines; a matmul on SBUF rows ran 1.4x slower."""
+    flat = np.zeros(partitions * pitch + _ROW_ALIGNMENT, dtype=np.uint8)
+    start = -flat.ctypes.data % _ROW_ALIGNMENT
+    return flat[start:start + partitions * pitch].reshape(partitions, pitch)
+
+
 class CoreMemory:
     def __init__(self, chip: ChipSpec):
         self.chip = chip
         self.pitch = host_pitches(chip)
         # Rows padded to the host pitch; ``sbuf`` / ``psum`` are views of the chip's bytes.
-        self._rows = {m: np.zeros((chip.partitions, self.pitch[m]), dtype=np.uint8) for m in self.pitch}
+        self._rows = {m: _zeroed_rows(chip.partitions, self.pitch[m]) for m in self.pitch}
         self.sbuf = self._rows[Memory.SBUF][:, :chip.sbuf_bytes_per_partition]
         self.psum = self._rows[Memory.PSUM][:, :chip.psum_bytes_per_partition]
 

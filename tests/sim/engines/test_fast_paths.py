@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from neuronsim.sim.engines.tensor import matmul_f32, matmul_np
+from fractions import Fraction
+
+from neuronsim.sim.engines.tensor import fma_f32_np, matmul_f32, matmul_np
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -24,6 +26,35 @@ def _specials(rng, shape) -> np.ndarray:
     mask = rng.random(shape) < 0.05
     x[mask] = rng.choice(picks, size=int(mask.sum()))
     return x
+
+
+def _fma_exact(a: np.float32, b: np.float32, c: np.float32) -> np.float32:
+    """``a * b + c`` in exact rationals, rounded once to the nearest fp32 (ties to even)."""
+    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    near = np.float32(float(exact))  # within an ulp: the answer is it or a neighbour
+    candidates = [np.nextafter(near, np.float32(-np.inf)), near, np.nextafter(near, np.float32(np.inf))]
+    return min(candidates, key=lambda x: (abs(Fraction(float(x)) - exact), int(x.view(np.uint32)) & 1))
+
+
+def test_fma_f32_np_rounds_once():
+    """The reference FMA against exact rationals: random operands at every scale (subnormal
+    products included), and sums that land within 2^-46 ulp of an fp32 tie, where rounding the
+    float64 sum to nearest and then to fp32 (double rounding) gives the wrong neighbour."""
+    rng = np.random.default_rng(7)
+    n = 4000
+    a = (rng.standard_normal(n) * 2.0 ** rng.integers(-70, 60, n)).astype(np.float32)
+    b = (rng.standard_normal(n) * 2.0 ** rng.integers(-70, 60, n)).astype(np.float32)
+    c = (rng.standard_normal(n) * 2.0 ** rng.integers(-140, 100, n)).astype(np.float32)
+    c[::3] = -(a[::3].astype(np.float64) * b[::3]).astype(np.float32)  # cancellation
+    one_up, below_one = np.float32(1 + 2 ** -23), np.float32(1 - 2 ** -23)
+    hard_a = np.array([one_up, -one_up, one_up], np.float32)
+    hard_b = np.array([below_one * 2 ** -24, below_one * 2 ** -24, -below_one * 2 ** -24], np.float32)
+    hard_c = np.array([one_up, -one_up, -one_up], np.float32)  # exact: c + 2^-24 - 2^-70 (a tie, nearly)
+    a, b, c = np.concatenate([a, hard_a]), np.concatenate([b, hard_b]), np.concatenate([c, hard_c])
+    want = np.array([_fma_exact(x, y, z) for x, y, z in zip(a, b, c, strict=True)], np.float32)
+    np.testing.assert_array_equal(_bits(fma_f32_np(a, b, c)), _bits(want))
+    naive = (a.astype(np.float64) * b + c).astype(np.float32)
+    assert not np.array_equal(_bits(naive[-3:]), _bits(want[-3:]))  # the hard cases are hard
 
 
 # (K, M, N): full tiles, each kind of edge (rows % 4, columns % 16, % 64), N < 16 (the swapped

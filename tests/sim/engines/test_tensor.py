@@ -53,11 +53,16 @@ def assert_bits_equal(a: np.ndarray, b: np.ndarray) -> None:
 
 
 def kordered_matmul(stationary: np.ndarray, moving: np.ndarray) -> np.ndarray:
-    """The documented sum, written independently: fp32, k ascending, product rounded, then added."""
-    s, m = stationary.astype(np.float32), moving.astype(np.float32)
+    """The documented sum, written independently: fp32, k ascending, one fused multiply-add per
+    product. The oracle FMA runs in x87 extended precision (64-bit significand): the fp32 product is
+    exact there, and the sum's double rounding (to 64 bits, then 24) can only differ from a single
+    rounding when the exact sum needs over 64 bits and lies within 2^-40 ulp of an fp32 rounding
+    boundary, which these seeded random inputs do not hit."""
+    assert np.finfo(np.longdouble).nmant >= 63, "the oracle needs x87 extended (or wider) long double"
+    s, m = stationary.astype(np.longdouble), moving.astype(np.longdouble)
     out = np.zeros((s.shape[1], m.shape[1]), np.float32)
     for k in range(s.shape[0]):
-        out = (out + (s[k][:, None] * m[k][None, :]).astype(np.float32)).astype(np.float32)
+        out = (out.astype(np.longdouble) + s[k][:, None] * m[k][None, :]).astype(np.float32)
     return out
 
 
@@ -98,7 +103,7 @@ def _host(values: np.ndarray, dtype: str) -> np.ndarray:
 
 def test_matmul_fp32_is_the_k_ordered_fp32_sum():
     """nc_matmul: dst[m, n] = sum_k stationary[k, m] * moving[k, n], fp32, k = 0..K-1 in order,
-    each product rounded to fp32 before it is added (no FMA); bit-exact on both executors."""
+    each product added by a fused multiply-add (rounded once); bit-exact on both executors."""
     rng = np.random.default_rng(1)
     a = rng.standard_normal((128, 96)).astype(np.float32)
     b = rng.standard_normal((128, 200)).astype(np.float32)
@@ -107,8 +112,13 @@ def test_matmul_fp32_is_the_k_ordered_fp32_sum():
     expected = kordered_matmul(a, b)
     for executor in EXECUTORS:
         assert_bits_equal(got[executor]["ps"], expected)
-    # The order and the roundings are visible: a float64 product differs in the low bits.
+    # The order and the roundings are visible: a float64 sum, or products rounded before they are
+    # added, differ in the low bits.
     assert not np.array_equal(expected, (a.astype(np.float64).T @ b).astype(np.float32))
+    unfused = np.zeros_like(expected)
+    for k in range(a.shape[0]):
+        unfused += np.multiply.outer(a[k], b[k])
+    assert not np.array_equal(expected, unfused)
 
 
 def test_matmul_accumulate_adds_onto_psum():
