@@ -17,8 +17,6 @@ or ``int64[P, N]`` for integer bit operations.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
@@ -632,7 +630,8 @@ def _copy_nest_words(d0, s0, nest, k, t, like):
             _transpose_words(d0, s0, n, nest[t, 0], s_step // item, nest[t, 2] // item, like)
         else:
             for i in range(n):
-                carray(_ptr_like(d0 + i * d_step, like), (1,))[0] = carray(_ptr_like(s0 + i * s_step, like), (1,))[0]
+                word = carray(_ptr_like(s0 + i * s_step, like), (1,))[0]
+                carray(_ptr_like(d0 + i * d_step, like), (1,))[0] = word
         ds, dd = _advance(idx, outer, k - 2)
         s0 += ds
         d0 += dd

@@ -186,8 +186,8 @@ def _random_side(rng, factors, reads: bool):
     """An HBM access pattern over elements laid out as a permutation of ``factors`` grouped into
     at most 5 dims (partitions first), with gaps between dims, sometimes a reversed free dim, and
     (on a read side) sometimes a broadcast dim: (pattern, offset, tensor elements)."""
-    cuts = sorted(rng.choice(np.arange(1, len(factors)), size=min(len(factors) - 1, int(rng.integers(0, 5))),
-                             replace=False)) if len(factors) > 1 else []
+    n_cuts = min(len(factors) - 1, int(rng.integers(0, 5)))
+    cuts = sorted(rng.choice(np.arange(1, len(factors)), size=n_cuts, replace=False)) if n_cuts else []
     sizes = [int(np.prod(g)) for g in np.split(np.array(factors), cuts)]
     steps = [0] * len(sizes)
     step = int(rng.choice([1, 1, 1, 2]))  # sometimes every other element
@@ -201,7 +201,7 @@ def _random_side(rng, factors, reads: bool):
         steps[d] = -steps[d]
     if reads and rng.random() < 0.2:
         steps[int(rng.integers(0, len(sizes)))] = 0
-    pattern = [[st, n] for st, n in zip(steps, sizes)]
+    pattern = [[st, n] for st, n in zip(steps, sizes, strict=True)]
     span = offset + sum(max(st, 0) * (n - 1) for st, n in pattern) + 1
     return pattern, offset, span
 
@@ -217,7 +217,7 @@ def test_copy_nests_of_random_layouts(dtype, seed):
     rng = np.random.default_rng(seed)
     b = ProgramBuilder("nests")
     for i in range(4):
-        factors = [int(f) for f in rng.choice([1, 2, 3, 4, 5, 8, 16, 17, 32], size=int(rng.integers(1, 6)))]
+        factors = [int(f) for f in rng.choice([1, 2, 3, 4, 5, 8, 16, 17, 32], size=rng.integers(1, 6))]
         while np.prod(factors) > 8192:  # a few thousand elements at most
             factors.pop()
         src, s_off, s_span = _random_side(rng, factors, reads=True)
@@ -236,14 +236,16 @@ def test_copy_nests_of_random_layouts(dtype, seed):
             b.emit(Opcode.DMA_COPY, sb.ap([[free + 5, parts]] + [inner[j] for j in perm], offset=2),
                    [a.ap([src[0]] + [src[1:][j] for j in perm], offset=s_off)])
             back = b.hbm(f"b{i}", (parts, free), dtype, kind="output")
-            b.emit(Opcode.DMA_COPY, back.ap([[free, parts], [1, free]]), [sb.ap([[free + 5, parts], [1, free]], offset=2)])
+            b.emit(Opcode.DMA_COPY, back.ap([[free, parts], [1, free]]),
+                   [sb.ap([[free + 5, parts], [1, free]], offset=2)])
     c = b.hbm("c", (12,), dtype)
     w = b.hbm("w", (16,), dtype, kind="output")  # elements written twice: the last write wins
     b.emit(Opcode.DMA_COPY, w.ap([[1, 4], [2, 3]]), [c.ap([[3, 4], [1, 3]])])
     b.emit(Opcode.DMA_COPY, w.ap([[2, 3], [1, 4]], offset=6), [c.ap([[1, 3], [3, 4]])])  # src transposed
     io = b.hbm("io", (64, 40), dtype, kind="inout")
-    b.emit(Opcode.DMA_COPY, io.ap([[1, 32], [40, 20]], offset=20), [io.ap([[40, 32], [1, 20]])])  # disjoint columns
-    b.emit(Opcode.DMA_COPY, io.ap([[40, 30], [1, 37]], offset=40 + 3), [io.ap([[1, 30], [40, 37]])])  # overlapping
+    # same tensor: transposed into the other half of the columns, then onto an overlapping range
+    b.emit(Opcode.DMA_COPY, io.ap([[1, 32], [40, 20]], offset=20), [io.ap([[40, 32], [1, 20]])])
+    b.emit(Opcode.DMA_COPY, io.ap([[40, 30], [1, 37]], offset=43), [io.ap([[1, 30], [40, 37]])])
     _assert_executors_agree(b, seed=seed)
 
 
