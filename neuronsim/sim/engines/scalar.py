@@ -57,11 +57,13 @@ from neuronsim.sim.engines.transcendentals import (
     erf64,
     erf_central,
     erf_np,
+    erf_outer,
     exp64,
     exp_np,
     gelu64,
     gelu_central,
     gelu_np,
+    gelu_outer,
 )
 from neuronsim.sim.ir import ActFunc, Instruction, Opcode
 from neuronsim.sim.memory.access import (
@@ -329,33 +331,50 @@ def _encode_activation(ins: Instruction) -> tuple[list[int], list[float]]:
     return ints, [float(ins.imm.get("scale", 1.0)), float(ins.imm.get("bias", 0.0))]
 
 
+_CHUNK = 4096  # elements per pass of _central_then_tails: its buffers stay in L1/L2
+
+
 @njit(cache=True)
 def _central_then_tails(gelu, flat):
-    """erf or gelu of every element of ``flat``, in place: the elements outside the central region
-    are gathered first, then the series runs on all (vectorized), then the whole function on the
-    gathered ones (vectorized) and they are put back. Each element gets its function's value."""
-    n = flat.size
-    where = np.empty(n + 1, dtype=np.int64)
-    tails = np.empty(n + 1, dtype=np.float64)
-    m = 0
-    for i in range(n):  # branch-free compaction: always write, advance only past a tail element
-        v = np.float64(flat[i])
-        a = abs(v * INV_SQRT2) if gelu else abs(v)
-        where[m] = i
-        tails[m] = v
-        m += np.int64(not a < CENTRAL_TOP)  # NaN included
-    if gelu:
-        for i in range(n):
-            flat[i] = np.float32(gelu_central(np.float64(flat[i])))
+    """erf or gelu of every element of ``flat``, in place, chunk by chunk: the elements outside the
+    central region are flagged (vectorized), their indices compacted and values gathered, the outer
+    formula runs on those (vectorized), then the central one on all (vectorized), and the gathered
+    results are put back. Each element gets its function's value (erf64 / gelu64 are the same
+    select between the two)."""
+    outside = np.empty(_CHUNK, dtype=np.uint8)
+    where = np.empty(_CHUNK + 1, dtype=np.int64)
+    tails = np.empty(_CHUNK, dtype=np.float32)
+    for c0 in range(0, flat.size, _CHUNK):
+        x = flat[c0:c0 + _CHUNK]
+        n = x.size
+        flagged = np.uint8(0)
+        if gelu:
+            for i in range(n):
+                outside[i] = not abs(np.float64(x[i]) * INV_SQRT2) < CENTRAL_TOP  # NaN included
+                flagged |= outside[i]
+        else:
+            for i in range(n):
+                outside[i] = not abs(np.float64(x[i])) < CENTRAL_TOP
+                flagged |= outside[i]
+        m = 0
+        if flagged:  # small activations often have none: no compaction then
+            for i in range(n):  # branch-free compaction: always write, advance only past a flagged one
+                where[m] = i
+                m += np.int64(outside[i])
+        for k in range(m):  # a gather loop of its own: the function loop then reads contiguous memory
+            tails[k] = x[where[k]]
+        if gelu:
+            for k in range(m):
+                tails[k] = np.float32(gelu_outer(np.float64(tails[k])))
+            for i in range(n):
+                x[i] = np.float32(gelu_central(np.float64(x[i])))
+        else:
+            for k in range(m):
+                tails[k] = np.float32(erf_outer(np.float64(tails[k])))
+            for i in range(n):
+                x[i] = np.float32(erf_central(np.float64(x[i])))
         for k in range(m):
-            tails[k] = gelu64(tails[k])
-    else:
-        for i in range(n):
-            flat[i] = np.float32(erf_central(np.float64(flat[i])))
-        for k in range(m):
-            tails[k] = erf64(tails[k])
-    for k in range(m):
-        flat[where[k]] = np.float32(tails[k])
+            x[where[k]] = tails[k]
 
 
 @njit(cache=True)

@@ -49,16 +49,13 @@ from neuronsim.sim.ir import AccessPattern, Engine, Instruction, Memory, Opcode
 from neuronsim.sim.memory.access import (
     RefMemory,
     ap_parts,
-    f32_row,
     f32_rows,
     gather_f32,
     row_offsets,
     scatter_f32,
     transpose_raw,
-    u32_row,
-    u32_rows,
 )
-from neuronsim.sim.memory.numerics import CANONICAL_NAN_BITS, bits_from_f32
+from neuronsim.sim.memory.numerics import CANONICAL_NAN_BITS, canonical_f32
 
 # S16: nc_matmul inputs. float8_e4m3fn exists from NeuronCore-v4 (gen4) on; fp32/tf32 only pair
 # with fp32/tf32.
@@ -226,18 +223,18 @@ def _encode_matmul(ins: Instruction) -> tuple[list[int], list[float]]:
 # the chain, so each element sees the same roundings as matmul_np.
 
 _TILE_ROWS, _TILE_LANES = 4, 16
-_EXP_MASK, _MANTISSA_MASK = np.uint32(0x7F800000), np.uint32(0x007FFFFF)
 _NAN_BITS = np.uint32(CANONICAL_NAN_BITS[DType.float32])
 
 
 def _matmul_tile(rows: int, vectors: int):
-    """An intrinsic ``tile(out, a, b, k_dim, a_pitch, b_pitch, out_pitch)`` (byte addresses, pitches
-    in elements): ``out[r, c] = sum_k a[k, r] * b[k, c]`` for ``r < rows``, ``c < 16 * vectors``,
-    overwriting ``out``; ``k_dim >= 1``."""
+    """An intrinsic ``tile(out, a, b, k_dim, a_pitch, b_pitch, out_pitch, accumulate)`` (byte
+    addresses, pitches in elements; ``k_dim >= 1``): ``t[r, c] = sum_k a[k, r] * b[k, c]`` for
+    ``r < rows``, ``c < 16 * vectors``, stored as PSUM stores it: ``out = t`` or, with
+    ``accumulate``, ``out = out + t`` (the sum first, then one addition), NaNs canonical."""
     lanes = _TILE_LANES
 
-    def tile(typingctx, out_addr, a_addr, b_addr, k_dim, a_pitch, b_pitch, out_pitch):
-        sig = types.void(*([types.int64] * 7))
+    def tile(typingctx, out_addr, a_addr, b_addr, k_dim, a_pitch, b_pitch, out_pitch, accumulate):
+        sig = types.void(*([types.int64] * 8))
 
         def codegen(context, builder, signature, args):
             f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
@@ -245,7 +242,7 @@ def _matmul_tile(rows: int, vectors: int):
             fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3),
                                                  f"llvm.fma.v{lanes}f32")
             out0, a0, b0 = (builder.inttoptr(x, f32.as_pointer()) for x in args[:3])
-            k_dim, a_pitch, b_pitch, out_pitch = args[3:]
+            k_dim, a_pitch, b_pitch, out_pitch, accumulate = args[3:]
             entry = builder.block
             loop = builder.append_basic_block("tile.k")
             done = builder.append_basic_block("tile.done")
@@ -275,11 +272,17 @@ def _matmul_tile(rows: int, vectors: int):
                 acc.add_incoming(value, loop)
             builder.cbranch(builder.icmp_signed("<", k_next, k_dim), loop, done)
             builder.position_at_end(done)
+            onto_old = builder.icmp_signed("!=", accumulate, ir.Constant(i64, 0))
+            nan = builder.bitcast(ir.Constant(ir.VectorType(i32, lanes), [int(_NAN_BITS)] * lanes), vec)
             for r in range(rows):
                 out_row = builder.gep(out0, [builder.mul(ir.Constant(i64, r), out_pitch)])
                 for v in range(vectors):
-                    ptr = builder.gep(out_row, [ir.Constant(i64, v * lanes)])
-                    builder.store(new[r * vectors + v], builder.bitcast(ptr, vec.as_pointer()), align=4)
+                    at = builder.gep(out_row, [ir.Constant(i64, v * lanes)])
+                    ptr = builder.bitcast(at, vec.as_pointer())
+                    total = new[r * vectors + v]
+                    value = builder.select(onto_old, builder.fadd(builder.load(ptr, align=4), total), total)
+                    value = builder.select(builder.fcmp_unordered("uno", value, value), nan, value)
+                    builder.store(value, ptr, align=4)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -302,59 +305,63 @@ def _fma32(typingctx, a, b, c):
 
 
 @njit(cache=True)
-def _matmul_panel(a, b, out):
-    """``out[r, c] = sum_k a[k, r] * b[k, c]`` (k in order, fused multiply-adds) for [K, R] and
-    [K, C] float32 arrays with unit inner stride; register tiles (4 or 1 rows x 64 or 16 columns)
-    where they fit, a plain loop for the last < 16 columns. Column panels outside, rows inside: a
-    panel of ``b`` stays in L1."""
+def _matmul_panel(a, b, out, accumulate):
+    """``t[r, c] = sum_k a[k, r] * b[k, c]`` (k in order, fused multiply-adds) for [K, R] and [K, C]
+    float32 arrays with unit inner stride, stored into ``out`` as ``t`` or, with ``accumulate``,
+    ``out + t``, NaNs canonical; register tiles (4 or 1 rows x 64 or 16 columns) where they fit, a
+    plain loop for the last < 16 columns. Column panels outside, rows inside: a panel of ``b``
+    stays in L1."""
     k_dim, r_dim = a.shape
     c_dim = b.shape[1]
-    if k_dim == 0:
-        out[:, :] = 0
-        return
+    flag = 1 if accumulate else 0
     a_addr, b_addr, o_addr = a.ctypes.data, b.ctypes.data, out.ctypes.data
     a_pitch, b_pitch, o_pitch = a.strides[0] // 4, b.strides[0] // 4, out.strides[0] // 4
     r_tiled = r_dim - r_dim % _TILE_ROWS
     wide, narrow = 4 * _TILE_LANES, _TILE_LANES
     c0 = 0
-    while c_dim - c0 >= narrow:
+    while k_dim > 0 and c_dim - c0 >= narrow:
         width = wide if c_dim - c0 >= wide else narrow
         a_at, b_at, o_at = a_addr, b_addr + 4 * c0, o_addr + 4 * c0
         for r0 in range(0, r_tiled, _TILE_ROWS):
+            o = o_at + 4 * r0 * o_pitch
             if width == wide:
-                _tile_4x4(o_at + 4 * r0 * o_pitch, a_at + 4 * r0, b_at, k_dim, a_pitch, b_pitch, o_pitch)
+                _tile_4x4(o, a_at + 4 * r0, b_at, k_dim, a_pitch, b_pitch, o_pitch, flag)
             else:
-                _tile_4x1(o_at + 4 * r0 * o_pitch, a_at + 4 * r0, b_at, k_dim, a_pitch, b_pitch, o_pitch)
+                _tile_4x1(o, a_at + 4 * r0, b_at, k_dim, a_pitch, b_pitch, o_pitch, flag)
         for r in range(r_tiled, r_dim):
+            o = o_at + 4 * r * o_pitch
             if width == wide:
-                _tile_1x4(o_at + 4 * r * o_pitch, a_at + 4 * r, b_at, k_dim, a_pitch, b_pitch, o_pitch)
+                _tile_1x4(o, a_at + 4 * r, b_at, k_dim, a_pitch, b_pitch, o_pitch, flag)
             else:
-                _tile_1x1(o_at + 4 * r * o_pitch, a_at + 4 * r, b_at, k_dim, a_pitch, b_pitch, o_pitch)
+                _tile_1x1(o, a_at + 4 * r, b_at, k_dim, a_pitch, b_pitch, o_pitch, flag)
         c0 += width
     if c0 == c_dim:
         return
-    out[:, c0:] = 0
-    for r in range(r_dim):  # the columns past the last tile
-        acc = out[r]
+    total = np.zeros(c_dim - c0, dtype=np.float32)
+    for r in range(r_dim):  # the columns past the last tile (all of them when k_dim == 0)
+        total[:] = 0
         for k in range(k_dim):
             s = a[k, r]
             row = b[k]
             for c in range(c0, c_dim):
-                acc[c] = _fma32(s, row[c], acc[c])
+                total[c - c0] = _fma32(s, row[c], total[c - c0])
+        dst = out[r]
+        for c in range(c0, c_dim):
+            dst[c] = canonical_f32(dst[c] + total[c - c0] if accumulate else total[c - c0])
 
 
 @njit(cache=True)
 def matmul_f32(stationary, moving):
-    """Numba twin of :func:`matmul_np` for float32 [K, M] and [K, N] arrays with unit inner stride.
-    Few moving columns: vectorize along m instead (``out.T`` from swapped roles; ``fma(s, m, acc) ==
-    fma(m, s, acc)`` bit for bit)."""
+    """Numba twin of :func:`matmul_np` for float32 [K, M] and [K, N] arrays with unit inner stride
+    (NaNs canonical). Few moving columns: vectorize along m instead (``out.T`` from swapped roles;
+    ``fma(s, m, acc) == fma(m, s, acc)`` bit for bit)."""
     m_dim, n_dim = stationary.shape[1], moving.shape[1]
     if n_dim < _TILE_LANES and m_dim > n_dim:
         out_t = np.empty((n_dim, m_dim), dtype=np.float32)
-        _matmul_panel(moving, stationary, out_t)
+        _matmul_panel(moving, stationary, out_t, False)
         return np.ascontiguousarray(out_t.T)
     out = np.empty((m_dim, n_dim), dtype=np.float32)
-    _matmul_panel(stationary, moving, out)
+    _matmul_panel(stationary, moving, out, False)
     return out
 
 
@@ -373,29 +380,14 @@ def _matmul_operand(row, at, bases):
 def _nb_matmul(row, frow, bases):
     stationary, moving = _matmul_operand(row, SRC0, bases), _matmul_operand(row, SRC1, bases)
     m_dim, n_dim = stationary.shape[1], moving.shape[1]
+    accumulate = row[IMM] != 0
     out = f32_rows(row, DST, bases, row_offsets(row, DST))  # PSUM itself, when plain fp32 rows
-    direct = out.shape[0] == m_dim and not (n_dim < _TILE_LANES and m_dim > n_dim)
-    if direct and row[IMM] == 0:
-        # The panel writes PSUM in place (PSUM never overlaps the SBUF operands); then only the
-        # NaN canonicalization of the store is left to do.
-        _matmul_panel(stationary, moving, out)
-        bits = u32_rows(row, DST, bases, row_offsets(row, DST))
-        for p in range(m_dim):
-            d = u32_row(bits, p)
-            for j in range(n_dim):
-                if d[j] & _EXP_MASK == _EXP_MASK and d[j] & _MANTISSA_MASK != 0:
-                    d[j] = _NAN_BITS
+    if out.shape[0] == m_dim and not (n_dim < _TILE_LANES and m_dim > n_dim):
+        # The panel stores into PSUM in place (PSUM never overlaps the SBUF operands).
+        _matmul_panel(stationary, moving, out, accumulate)
         return
     total = matmul_f32(stationary, moving)
-    if direct:  # accumulate: old + total, in place, one pass
-        bits = u32_rows(row, DST, bases, row_offsets(row, DST))
-        for p in range(m_dim):
-            old, d, t = f32_row(out, p), u32_row(bits, p), total[p]
-            for j in range(n_dim):
-                x = old[j] + t[j]
-                d[j] = bits_from_f32(x) if x == x else _NAN_BITS
-        return
-    if row[IMM] != 0:
+    if accumulate:
         total = gather_f32(row, DST, bases) + total
     scatter_f32(row, DST, bases, total)
 

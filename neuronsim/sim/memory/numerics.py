@@ -183,13 +183,14 @@ _E4M3FN_TABLE = _fp8_decode_table(man_bits=3, bias=7, has_inf=False)
 
 
 @njit(cache=True, inline="always")
-def _canonical_f32(value):
+def canonical_f32(value):
+    """``value``, or fp32's canonical NaN if it is a NaN."""
     return f32_from_bits(_NAN32) if value != value else value
 
 
 @njit(cache=True, inline="always")
 def _decode_bf16(h):
-    return _canonical_f32(f32_from_bits(np.uint32(h) << np.uint32(16)))
+    return canonical_f32(f32_from_bits(np.uint32(h) << np.uint32(16)))
 
 
 @njit(cache=True, inline="always")
@@ -323,7 +324,7 @@ def _store_int_bits(addr, code, value):
 def load_f32(addr, code):
     """The element of dtype ``code`` at byte address ``addr``, as fp32 (see module rules)."""
     if code == _F32 or code == _TF32:
-        return _canonical_f32(load_raw_f32(addr))
+        return canonical_f32(load_raw_f32(addr))
     if code == _BF16:
         return _decode_bf16(load_u16(addr))
     if code == _F16:

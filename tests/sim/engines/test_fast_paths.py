@@ -12,7 +12,8 @@ import pytest
 
 from fractions import Fraction
 
-from neuronsim.sim.engines.tensor import fma_f32_np, matmul_f32, matmul_np
+from neuronsim.sim.engines.tensor import _matmul_panel, fma_f32_np, matmul_f32, matmul_np
+from neuronsim.sim.memory.numerics import canonicalize_nan
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -75,6 +76,26 @@ def test_matmul_f32_matches_the_definition(shape):
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(_bits(got)[~nan], _bits(want)[~nan])
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 128), (7, 13, 70), (9, 130, 15), (5, 67, 81)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_matmul_panel_accumulates_onto_psum_as_psum_does(shape):
+    """The panel stores ``old + sum`` (the sum formed first) straight into PSUM rows with a pitch,
+    NaNs canonical, old NaN payloads and infinities included; the columns beside the window keep
+    their bits."""
+    k, m, n = shape
+    rng = np.random.default_rng(k + m + n)
+    s, mv = _specials(rng, (k, m)), _specials(rng, (k, n))
+    rows = _specials(rng, (m, n + 24))
+    rows[0, :4] = np.array([0x7FA00001, 0xFFC00000, 0x7F800000, 0x80000000], np.uint32).view(np.float32)
+    before = rows.copy()
+    with np.errstate(all="ignore"):
+        want = canonicalize_nan(rows[:, 3:3 + n] + matmul_np(s, mv))
+    _matmul_panel(s, mv, rows[:, 3:3 + n], True)
+    np.testing.assert_array_equal(_bits(rows[:, 3:3 + n]), _bits(want))
+    np.testing.assert_array_equal(_bits(rows[:, :3]), _bits(before[:, :3]))
+    np.testing.assert_array_equal(_bits(rows[:, 3 + n:]), _bits(before[:, 3 + n:]))
 
 
 def test_matmul_f32_of_strided_rows():

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from numba import njit
 
+from neuronsim.sim.engines import scalar
 from neuronsim.sim.engines import transcendentals as T
+from neuronsim.sim.ir import ActFunc
 
 FUNCS = {"exp": 0, "erf": 1, "gelu": 2}
 TWINS = {"exp": T.exp_np, "erf": T.erf_np, "gelu": T.gelu_np}
@@ -47,10 +49,13 @@ def _fp32_inputs(rng, n: int) -> np.ndarray:
 
 
 @njit
-def _central_values(gelu, x):
+def _region_values(gelu, x, central):
     out = np.empty_like(x)
     for i in range(x.size):
-        out[i] = T.gelu_central(x[i]) if gelu else T.erf_central(x[i])
+        if central:
+            out[i] = T.gelu_central(x[i]) if gelu else T.erf_central(x[i])
+        else:
+            out[i] = T.gelu_outer(x[i]) if gelu else T.erf_outer(x[i])
     return out
 
 
@@ -118,32 +123,87 @@ def test_limits_and_special_values():
         assert not np.signbit(y[0]) and np.signbit(y[1])
 
 
-def test_erfc_coefficients_are_the_interpolants():
-    """The stored Chebyshev coefficients of (a + 3) exp(a^2) erfc(a) are recomputed from mpmath."""
+def _interpolant(f, lo, hi, degree: int) -> list[float]:
+    """Monomial coefficients of ``f``'s interpolant at the first-kind Chebyshev nodes of [lo, hi],
+    solved in 40-digit mpmath and rounded once to float64 (how the stored coefficients were made)."""
+    n, lo, hi = degree + 1, mpmath.mpf(lo), mpmath.mpf(hi)
+    nodes = [(lo + hi) / 2 + (hi - lo) / 2 * mpmath.cos(mpmath.pi * (i + mpmath.mpf(0.5)) / n) for i in range(n)]
+    c = mpmath.lu_solve(mpmath.matrix([[v**j for j in range(n)] for v in nodes]), mpmath.matrix([f(v) for v in nodes]))
+    return [float(c[j]) for j in range(n)]
+
+
+def _exp_q(r):  # (e^r - 1 - r) / r^2 by its series: no cancellation near 0
+    return sum(r**k / mpmath.factorial(k + 2) for k in range(40))
+
+
+def _erf_p(u):  # erf(sqrt(u)) / sqrt(u)
+    return mpmath.erf(mpmath.sqrt(u)) / mpmath.sqrt(u)
+
+
+def _erfc_c(s):  # (a + K) e^(a^2) erfc(a) at the a whose t = (a - K) / (a + K) maps to s
+    t = mpmath.mpf(T.T_MID) + s / mpmath.mpf(T.T_INV_HALF)  # the float64 map the evaluation uses
+    a = T.ERFC_K * (1 + t) / (1 - t)
+    return mpmath.exp(a * a) * mpmath.erfc(a) * (a + T.ERFC_K)
+
+
+def test_coefficients_are_the_interpolants():
+    """The stored polynomials are recomputed from mpmath, bit for bit."""
     mpmath.mp.dps = 40
-    n = T.ERFC_DEGREE + 1
-    k = mpmath.mpf(T.ERFC_K)
-    t_lo, t_hi = mpmath.mpf(T._T_LO), mpmath.mpf(T._T_HI)  # the float64 ends the evaluation maps onto
-    values = []
-    for i in range(n):
-        s = mpmath.cos(mpmath.pi * (i + mpmath.mpf(0.5)) / n)
-        t = t_lo + (t_hi - t_lo) * (s + 1) / 2
-        a = k * (1 + t) / (1 - t)
-        values.append(mpmath.exp(a * a) * mpmath.erfc(a) * (a + k))
-    coefficients = [2 * sum(values[i] * mpmath.cos(mpmath.pi * j * (i + mpmath.mpf(0.5)) / n) for i in range(n)) / n
-                    for j in range(n)]
-    coefficients[0] /= 2
-    np.testing.assert_array_equal(T._ERFC_CHEB, [float(c) for c in coefficients])
+    np.testing.assert_array_equal(T.EXP_Q, _interpolant(_exp_q, -mpmath.log(2) / 2, mpmath.log(2) / 2, T.EXP_Q.size - 1))
+    np.testing.assert_array_equal(T.ERF_P, _interpolant(_erf_p, 0, 1, T.ERF_P.size - 1))
+    np.testing.assert_array_equal(T.ERFC_C, _interpolant(_erfc_c, -1, 1, T.ERFC_C.size - 1))
+
+
+def _relative_error_log2(got: np.ndarray, x: np.ndarray, f) -> float:
+    """log2 of the largest relative error; relative to fp32's smallest normal below it (gelu's
+    fp32 results underflow long before its float64 tail stops at 0)."""
+    truth = np.array([float(f(mpmath.mpf(float(v)))) for v in x])
+    return float(np.log2(np.max(np.abs(got - truth) / np.maximum(np.abs(truth), 2.0**-126))))
+
+
+@pytest.mark.parametrize("name", FUNCS)
+def test_float64_error_is_far_below_fp32_half_ulp(name):
+    """Relative float64 error of each function on a random sample of its working range, against
+    40-digit mpmath: below 2^-49 (fp32's half ulp is 2^-25), so the fp32 rounding is almost always
+    the correct one."""
+    mpmath.mp.dps = 40
+    lo, hi = RANGES[name]
+    x = np.random.default_rng(7).uniform(lo, hi, 3000).astype(np.float32).astype(np.float64)
+    x = x[x != 0]
+    assert _relative_error_log2(TWINS[name](x), x, MPMATH[name]) < -49
 
 
 @pytest.mark.parametrize("name", ["erf", "gelu"])
-def test_central_formulas_are_the_functions_inside_their_region(name):
-    """The loops that run the cheap central formula on every element and the whole function on
-    the rest rely on the two being the same bits inside the central region."""
+def test_central_and_outer_formulas_are_the_function_in_their_regions(name):
+    """The loops that run the central formula on every element and the outer one on the rest
+    rely on each being the same bits as the whole function in its region."""
     x = np.linspace(-1.5, 1.5, 200_001).astype(np.float32).astype(np.float64)
-    x = np.concatenate([x, -x * 1e-30, [0.0, -0.0, 1e-45, -1e-45]])
+    x = np.concatenate([x, -x * 1e-30, [0.0, -0.0, 1e-45, -1e-45], _fp32_inputs(np.random.default_rng(9), 50_000)])
     gelu = name == "gelu"
     inside = np.abs(x * T.INV_SQRT2 if gelu else x) < T.CENTRAL_TOP
-    assert inside.sum() > 100_000
-    central, whole = _central_values(gelu, x[inside]), _numba_values(FUNCS[name], x[inside])
-    assert _same_bits(central, whole).all()
+    assert inside.sum() > 100_000 and (~inside).sum() > 50_000
+    whole = _numba_values(FUNCS[name], x)
+    central, outer = _region_values(gelu, x[inside], True), _region_values(gelu, x[~inside], False)
+    assert _same_bits(central, whole[inside]).all()
+    assert _same_bits(outer, whole[~inside]).all()
+
+
+@pytest.mark.parametrize("name", FUNCS)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (3, 4097), (2, 8192), (5, 3001)])
+def test_activation_row_loops_give_the_twins_values(name, shape):
+    """scalar._act_rows (flagging, compaction and gather chunk by chunk for erf and gelu) gives
+    every element the numpy twin's fp32 value: sizes around the chunk length, mixes of central and
+    outer elements, specials anywhere, a chunk with no outer element."""
+    rng = np.random.default_rng(sum(shape) + FUNCS[name])
+    x = (rng.standard_normal(shape) * rng.choice([0.3, 1.0, 4.0], shape)).astype(np.float32)
+    flat = x.reshape(-1)
+    spots = rng.choice(flat.size, min(flat.size, SPECIALS.size), replace=False)
+    flat[spots] = SPECIALS[:spots.size]
+    if flat.size >= 2 * scalar._CHUNK:  # a first chunk with central elements only
+        flat[:scalar._CHUNK] = rng.uniform(-0.7, 0.7, scalar._CHUNK)
+    one, minus_zero = np.ones(shape[0], np.float32), np.full(shape[0], -0.0, np.float32)  # x * 1 + -0 = x
+    y = np.empty_like(x)
+    scalar._act_rows(int(ActFunc[name]), x, one, minus_zero, y)
+    with np.errstate(over="ignore"):  # exp overflowing fp32 is inf, a value
+        want = TWINS[name](x.astype(np.float64)).astype(np.float32)
+    assert _same_bits(y.astype(np.float64), want.astype(np.float64)).all()
