@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import assert_matches_cpu, ran_natively
+from kernel_checks import assert_matches_cpu, ran_natively
 
 import neuronsim
 from neuronsim.kernels import registry

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import DTYPES, ran_natively
+from kernel_checks import DTYPES, ran_natively
 
 import neuronsim.kernels.argreduce as argreduce
 from neuronsim.kernels import registry

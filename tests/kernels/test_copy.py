@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import assert_matches_cpu
+from kernel_checks import assert_matches_cpu
 
 from neuronsim.kernels import registry
 

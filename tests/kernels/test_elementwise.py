@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import DTYPES, assert_matches_cpu, ran_natively, tolerance
+from kernel_checks import DTYPES, assert_matches_cpu, ran_natively, tolerance
 
 SHAPES = [
     ((300, 70), (300, 70)),  # contiguous: flat tiles plus tails

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import DTYPES, ran_natively, tolerance
+from kernel_checks import DTYPES, ran_natively, tolerance
 
 import neuronsim
 import neuronsim.kernels.optim  # noqa: F401  (registers the real kernels)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import DTYPES, ran_natively
+from kernel_checks import DTYPES, ran_natively
 
 from neuronsim.device import settings
 from neuronsim.kernels import matmul, registry

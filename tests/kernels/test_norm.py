@@ -7,7 +7,7 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import DTYPES, assert_matches_cpu, ran_natively
+from kernel_checks import DTYPES, assert_matches_cpu, ran_natively
 
 import neuronsim.kernels.norm  # noqa: F401  (registers the real kernels before the manifest lists them)
 

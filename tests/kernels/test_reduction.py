@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import DTYPES, assert_matches_cpu, ran_natively, tolerance
+from kernel_checks import DTYPES, assert_matches_cpu, ran_natively, tolerance
 
 import neuronsim.kernels.reduction as reduction
 from neuronsim.kernels import registry

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import DTYPES, assert_matches_cpu, ran_natively
+from kernel_checks import DTYPES, assert_matches_cpu, ran_natively
 
 from neuronsim.device import clock
 from neuronsim.device.dispatch import execute

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import DTYPES, assert_matches_cpu, ran_natively
+from kernel_checks import DTYPES, assert_matches_cpu, ran_natively
 
 import neuronsim.kernels.softmax  # noqa: F401  (registers the real kernels)
 from neuronsim.kernels import registry

@@ -1,28 +1,13 @@
-"""Shared helpers for the NKI frontend tests."""
+"""Fixtures for the NKI frontend tests; examples/nki on the path."""
 
 import sys
 from pathlib import Path
 
-import ml_dtypes
-import numpy as np
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "nki"
 if str(EXAMPLES) not in sys.path:
     sys.path.insert(0, str(EXAMPLES))
-
-BF16 = np.dtype(ml_dtypes.bfloat16)
-
-
-def assert_close(out, ref, dtype):
-    """fp32 to a tight tolerance; 16-bit results to bf16 precision (8 significant bits)."""
-    out = np.asarray(out).astype(np.float32)
-    ref = np.asarray(ref, dtype=np.float32)
-    assert out.shape == ref.shape
-    if np.dtype(dtype) == np.float32:
-        np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-5 * max(1.0, float(np.abs(ref).max())))
-    else:
-        np.testing.assert_allclose(out, ref, rtol=2**-7, atol=2**-6 * max(1.0, float(np.abs(ref).max())))
 
 
 @pytest.fixture(params=["trn2", "trn3"])

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import BF16, assert_close
+from nki_checks import BF16, assert_close
 
 import neuronsim.nki as nki
 

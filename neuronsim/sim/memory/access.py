@@ -17,8 +17,6 @@ or ``int64[P, N]`` for integer bit operations.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
@@ -114,6 +112,20 @@ def _memcpy(typingctx, dst_addr, src_addr, nbytes):
         return context.get_dummy_value()
 
     return types.void(dst_addr, src_addr, nbytes), codegen
+
+
+@intrinsic
+def _ptr_like(typingctx, addr, like):
+    """A pointer to elements of ``like``'s dtype at byte address ``addr`` (one kernel body for
+    every word size, the dtype fixed at compile time by the caller's choice of ``like``)."""
+    if not isinstance(addr, types.Integer) or not isinstance(like, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        address = context.cast(builder, args[0], signature.args[0], types.int64)
+        return builder.inttoptr(address, context.get_value_type(like.dtype).as_pointer())
+
+    return types.CPointer(like.dtype)(addr, like), codegen
 
 
 _f32_ptr = _typed_pointer("_f32_ptr", types.float32, ir.FloatType())
@@ -475,67 +487,154 @@ def scatter_raw(row, at, bases, values):
     store_rows_raw(row, at, bases, 0, row_offsets(row, at), np.ascontiguousarray(values).reshape(-1))
 
 
-# Bit-exact moves between APs that share no byte go by runs of memory instead of element by element:
-# the element order is row-major on both sides, so a copy is a sequence of memcpys of the longest
-# run both sides keep contiguous. Overlapping moves keep the read-all-then-write path.
+# Bit-exact moves between APs that share no byte go as one loop nest over both sides: the element
+# order is row-major on both, so where each side's dims can be split at the other's boundaries the
+# copy is a nest of (size, src step, dst step) dims. Its order is free when no dst byte is written
+# twice, so the dims go outermost-first by dst step (dst written in address order, one stream the
+# prefetchers follow); then the innermost dim is a memcpy run when contiguous on both sides, a tile
+# transpose when src is contiguous along another dim, or a word loop. Overlapping moves keep the
+# read-all-then-write path.
 
-_MIN_RUN_BYTES = 16  # below this per memcpy, the element loop is as fast
-
-
-@njit(cache=True)
-def _run_elements(row, at):
-    """(elements per contiguous run in row-major order, whether the whole AP is one run). A run
-    is the trailing free dims that continue each other, across partitions when the pitch
-    continues them too."""
-    item = _ITEMSIZE[row[at + F_DTYPE]]
-    run = 1
-    for d in range(MAX_FREE_DIMS - 1, -1, -1):
-        step, num = row[at + F_DIMS + 2 * d], row[at + F_DIMS + 2 * d + 1]
-        if num == 1:
-            continue
-        if step != run:
-            return run, False
-        run *= num
-    if row[at + F_PARTS] == 1 or row[at + F_PITCH] == run * item:
-        return run * row[at + F_PARTS], True
-    return run, False
+_MAX_NEST = 2 * (MAX_FREE_DIMS + 1)
+_MIN_RUN_BYTES = 16  # shorter runs go word by word (a memcpy call costs more)
+_U8_LIKE, _U16_LIKE, _U32_LIKE = np.empty(0, np.uint8), np.empty(0, np.uint16), np.empty(0, np.uint32)
 
 
 @njit(cache=True)
-def _chunk_offsets(row, at, chunk, whole):
-    """Byte offsets from the AP's first element of its successive ``chunk``-element pieces;
-    ``chunk`` divides the AP's run (``_run_elements``)."""
+def _side_dims(row, at, out):
+    """The AP's dims with more than one element, outer first (partitions, then the free dims), as
+    (size, byte step) rows of ``out``; their count."""
     item = _ITEMSIZE[row[at + F_DTYPE]]
-    parts, n = row[at + F_PARTS], ap_free(row, at)
-    out = np.empty(parts * n // chunk, dtype=np.int64)
-    if whole:
-        for c in range(out.size):
-            out[c] = c * chunk * item
-        return out
-    steps = np.empty(MAX_FREE_DIMS, dtype=np.int64)
-    nums = np.empty(MAX_FREE_DIMS, dtype=np.int64)
-    run = 1
-    collapsing = True
-    for d in range(MAX_FREE_DIMS - 1, -1, -1):  # the run's dims become one step of `chunk`
+    k = 0
+    if row[at + F_PARTS] != 1:
+        out[0, 0], out[0, 1] = row[at + F_PARTS], row[at + F_PITCH]
+        k = 1
+    for d in range(MAX_FREE_DIMS):
         step, num = row[at + F_DIMS + 2 * d], row[at + F_DIMS + 2 * d + 1]
-        if collapsing and (num == 1 or step == run):
-            run *= num
-            steps[d], nums[d] = 0, 1
+        if num != 1:
+            out[k, 0], out[k, 1] = num, step * item
+            k += 1
+    return k
+
+
+@njit(cache=True)
+def _copy_nest(row, dst_at, src_at):
+    """The copy as a loop nest: rows (size, src byte step, dst byte step) of a [_MAX_NEST, 3]
+    array, innermost last, and their count; -1 when the two sides' dims have no common split."""
+    sd, dd = np.empty((MAX_FREE_DIMS + 1, 2), np.int64), np.empty((MAX_FREE_DIMS + 1, 2), np.int64)
+    i_s, i_d = _side_dims(row, src_at, sd) - 1, _side_dims(row, dst_at, dd) - 1
+    nest = np.empty((_MAX_NEST, 3), np.int64)
+    k = _MAX_NEST
+    rem_s = sd[i_s, 0] if i_s >= 0 else 1
+    rem_d = dd[i_d, 0] if i_d >= 0 else 1
+    step_s = sd[i_s, 1] if i_s >= 0 else 0
+    step_d = dd[i_d, 1] if i_d >= 0 else 0
+    while i_s >= 0 and i_d >= 0:  # from the inner end: split the longer dim at the shorter's size
+        m = min(rem_s, rem_d)
+        if rem_s % m or rem_d % m:
+            return nest, -1
+        k -= 1
+        nest[k, 0], nest[k, 1], nest[k, 2] = m, step_s, step_d
+        rem_s, rem_d, step_s, step_d = rem_s // m, rem_d // m, step_s * m, step_d * m
+        if rem_s == 1:
+            i_s -= 1
+            if i_s >= 0:
+                rem_s, step_s = sd[i_s, 0], sd[i_s, 1]
+        if rem_d == 1:
+            i_d -= 1
+            if i_d >= 0:
+                rem_d, step_d = dd[i_d, 0], dd[i_d, 1]
+    count = _MAX_NEST - k
+    return nest[k:].copy(), count
+
+
+@njit(cache=True)
+def _order_nest(nest, item):
+    """Sort the dims outermost-first by |dst step| when that leaves no dst byte written twice
+    (then the order does not change the result), and merge dims contiguous on both sides; the new
+    count, and whether the order is free (else it stays row-major)."""
+    k = nest.shape[0]
+    order = nest.copy()
+    for i in range(1, k):  # insertion sort, stable: ties keep row-major order
+        j = i
+        while j > 0 and abs(order[j - 1, 2]) < abs(order[j, 2]):
+            for c in range(3):
+                order[j - 1, c], order[j, c] = order[j, c], order[j - 1, c]
+            j -= 1
+    span = item
+    injective = True
+    for i in range(k - 1, -1, -1):
+        if abs(order[i, 2]) < span:
+            injective = False
+        span += abs(order[i, 2]) * (order[i, 0] - 1)
+    if injective:
+        nest[:] = order
+    n = 0
+    for i in range(k):  # merge dim i into the previous (outer) one when it continues it
+        if (n > 0 and nest[n - 1, 1] == nest[i, 0] * nest[i, 1]
+                and nest[n - 1, 2] == nest[i, 0] * nest[i, 2]):
+            nest[n - 1, 0] *= nest[i, 0]
+            nest[n - 1, 1], nest[n - 1, 2] = nest[i, 1], nest[i, 2]
         else:
-            collapsing = False
-            steps[d], nums[d] = step * item, num
-    per_run, pitch = run // chunk, row[at + F_PITCH]
-    j = 0
-    for p in range(parts):
-        for i1 in range(nums[0]):
-            for i2 in range(nums[1]):
-                for i3 in range(nums[2]):
-                    for i4 in range(nums[3]):
-                        a = p * pitch + i1 * steps[0] + i2 * steps[1] + i3 * steps[2] + i4 * steps[3]
-                        for c in range(per_run):
-                            out[j] = a + c * chunk * item
-                            j += 1
-    return out
+            nest[n] = nest[i]
+            n += 1
+    return n, injective
+
+
+@njit(cache=True, inline="always")
+def _advance(idx, nest, last):
+    """Step the odometer ``idx`` over dims 0 .. last of ``nest``; the (src, dst) byte deltas."""
+    ds = dd = 0
+    for j in range(last, -1, -1):
+        idx[j] += 1
+        ds += nest[j, 1]
+        dd += nest[j, 2]
+        if idx[j] < nest[j, 0]:
+            return ds, dd
+        ds -= nest[j, 1] * nest[j, 0]
+        dd -= nest[j, 2] * nest[j, 0]
+        idx[j] = 0
+    return ds, dd
+
+
+@njit(cache=True)
+def _copy_runs(d0, s0, nest, k, nbytes):
+    """memcpy ``nbytes`` at each point of dims 0 .. k - 1."""
+    idx = np.zeros(max(k, 1), np.int64)
+    total = 1
+    for j in range(k):
+        total *= nest[j, 0]
+    for _ in range(total):
+        _memcpy(d0, s0, nbytes)
+        ds, dd = _advance(idx, nest, k - 1)
+        s0 += ds
+        d0 += dd
+
+
+@njit(cache=True)
+def _copy_nest_words(d0, s0, nest, k, t, like):
+    """Words of ``like``'s dtype over the nest: with ``t`` >= 0, dims t and k - 1 are a tile
+    transpose (src contiguous along t, dst along k - 1); otherwise a word loop along dim k - 1."""
+    item = like.itemsize
+    total = 1
+    for j in range(k - 1):
+        if j != t:
+            total *= nest[j, 0]
+    outer = nest[:k - 1].copy()
+    if t >= 0:
+        outer[t, 0] = 1  # the tile dim is walked inside
+    idx = np.zeros(max(k - 1, 1), np.int64)
+    n, s_step, d_step = nest[k - 1, 0], nest[k - 1, 1], nest[k - 1, 2]
+    for _ in range(total):
+        if t >= 0:
+            _transpose_words(d0, s0, n, nest[t, 0], s_step // item, nest[t, 2] // item, like)
+        else:
+            for i in range(n):
+                word = carray(_ptr_like(s0 + i * s_step, like), (1,))[0]
+                carray(_ptr_like(d0 + i * d_step, like), (1,))[0] = word
+        ds, dd = _advance(idx, outer, k - 2)
+        s0 += ds
+        d0 += dd
 
 
 @njit(cache=True)
@@ -584,21 +683,39 @@ def same_or_disjoint(row, at_a, at_b, bases):
 
 @njit(cache=True)
 def copy_by_runs(row, dst_at, src_at, bases):
-    """Copy src to dst (same element size) by memcpys of their common runs; False (nothing
-    copied) when they overlap or the runs are too short to be worth it."""
+    """Copy src to dst (same element size) over their common loop nest (see above); False
+    (nothing copied) when they overlap or their dims have no common split."""
     if not disjoint(row, dst_at, src_at, bases):
         return False
-    item = _ITEMSIZE[row[src_at + F_DTYPE]]
-    run_s, whole_s = _run_elements(row, src_at)
-    run_d, whole_d = _run_elements(row, dst_at)
-    chunk = math.gcd(run_s, run_d)
-    if chunk * item < _MIN_RUN_BYTES:
+    nest, k = _copy_nest(row, dst_at, src_at)
+    if k < 0:
         return False
-    src = _chunk_offsets(row, src_at, chunk, whole_s)
-    dst = _chunk_offsets(row, dst_at, chunk, whole_d)
+    item = _ITEMSIZE[row[src_at + F_DTYPE]]
+    k, free_order = _order_nest(nest, item)
     s0, d0 = row_address(row, src_at, bases, 0), row_address(row, dst_at, bases, 0)
-    for c in range(src.size):
-        _memcpy(d0 + dst[c], s0 + src[c], chunk * item)
+    if k == 0:
+        _memcpy(d0, s0, item)
+        return True
+    aligned = s0 % item == 0 and d0 % item == 0
+    for j in range(k):
+        aligned = aligned and nest[j, 1] % item == 0 and nest[j, 2] % item == 0
+    run = nest[k - 1, 1] == item and nest[k - 1, 2] == item
+    if run and (nest[k - 1, 0] * item >= _MIN_RUN_BYTES or not aligned):
+        _copy_runs(d0, s0, nest, k - 1, nest[k - 1, 0] * item)
+        return True
+    if not aligned:
+        return False
+    t = -1
+    if free_order and nest[k - 1, 2] == item and not run:  # a dim where src is contiguous: a transpose
+        for j in range(k - 1):
+            if nest[j, 1] == item:
+                t = j
+    if item == 4:  # the dtype chosen here, outside every loop
+        _copy_nest_words(d0, s0, nest, k, t, _U32_LIKE)
+    elif item == 2:
+        _copy_nest_words(d0, s0, nest, k, t, _U16_LIKE)
+    else:
+        _copy_nest_words(d0, s0, nest, k, t, _U8_LIKE)
     return True
 
 
@@ -657,14 +774,26 @@ def copy_raw(row, dst_at, src_at, bases):
     store_rows_raw(row, dst_at, bases, 0, row_offsets(row, dst_at), values)
 
 
+_TILE = 16  # transposes go by TILE x TILE blocks: both sides' lines stay in L1
+
+
 @njit(cache=True)
-def _transpose_words(d, s, parts, n, s_pitch, d_pitch):
-    """``d[f * d_pitch + p] = s[p * s_pitch + f]`` in blocks that keep both sides in cache."""
-    for p0 in range(0, parts, 16):
-        p1 = min(parts, p0 + 16)
-        for f in range(n):
-            for p in range(p0, p1):
-                d[f * d_pitch + p] = s[p * s_pitch + f]
+def _transpose_words(d0, s0, parts, n, s_pitch, d_pitch, like):
+    """``d[f, p] = s[p, f]`` for words of ``like``'s dtype at byte addresses ``d0`` / ``s0``
+    (pitches in words). Whole tiles index fixed-size row views (no bounds to keep, so LLVM
+    unrolls them); the ragged edges go word by word."""
+    item = like.itemsize
+    pt, nt = parts - parts % _TILE, n - n % _TILE
+    for p0 in range(0, pt, _TILE):
+        for f0 in range(0, nt, _TILE):
+            for j in range(_TILE):
+                d = carray(_ptr_like(d0 + ((f0 + j) * d_pitch + p0) * item, like), (_TILE,))
+                for i in range(_TILE):
+                    d[i] = carray(_ptr_like(s0 + ((p0 + i) * s_pitch + f0) * item, like), (_TILE,))[j]
+    for p in range(parts):  # the edges: columns past the last whole tile, then rows
+        s = carray(_ptr_like(s0 + p * s_pitch * item, like), (n,))
+        for f in range(nt if p < pt else 0, n):
+            carray(_ptr_like(d0 + (f * d_pitch + p) * item, like), (1,))[0] = s[f]
 
 
 @njit(cache=True)
@@ -682,14 +811,10 @@ def transpose_raw(row, dst_at, src_at, bases):
              and (d_pitch >= parts * item or n == 1) and disjoint(row, dst_at, src_at, bases))
     if not plain:
         scatter_raw(row, dst_at, bases, np.ascontiguousarray(gather_raw(row, src_at, bases).T))
-        return
-    s_words, d_words = (parts - 1) * (s_pitch // item) + n, (n - 1) * (d_pitch // item) + parts
-    if item == 4:
-        _transpose_words(carray(_u32_ptr(d0), (d_words,)), carray(_u32_ptr(s0), (s_words,)), parts, n,
-                         s_pitch // 4, d_pitch // 4)
+    elif item == 4:
+        _transpose_words(d0, s0, parts, n, s_pitch // 4, d_pitch // 4, _U32_LIKE)
     else:
-        _transpose_words(carray(_u16_ptr(d0), (d_words,)), carray(_u16_ptr(s0), (s_words,)), parts, n,
-                         s_pitch // 2, d_pitch // 2)
+        _transpose_words(d0, s0, parts, n, s_pitch // 2, d_pitch // 2, _U16_LIKE)
 
 
 # ---------------------------------------------------------------- reference side (numpy, for clarity)
