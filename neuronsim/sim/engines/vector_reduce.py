@@ -439,13 +439,50 @@ def _bn_half(x, p, first, n, out, at):
 
 
 @njit(cache=True)
+def _bn_half8(x, p, first, n, out, at):
+    """``_bn_half`` of partitions p .. p+7 side by side: eight chains in registers, each in the
+    same order as alone (one fp32 latency per eight elements instead of per element)."""
+    count = (n - first + 1) // 2
+    if count == 0:
+        for q in range(p, p + 8):
+            _bn_half(x, q, first, n, out, at)
+        return
+    c = np.float32(count)
+    t0, t1, t2, t3 = x[p, first], x[p + 1, first], x[p + 2, first], x[p + 3, first]
+    t4, t5, t6, t7 = x[p + 4, first], x[p + 5, first], x[p + 6, first], x[p + 7, first]
+    for j in range(first + 2, n, 2):
+        t0, t1, t2, t3 = t0 + x[p, j], t1 + x[p + 1, j], t2 + x[p + 2, j], t3 + x[p + 3, j]
+        t4, t5, t6, t7 = t4 + x[p + 4, j], t5 + x[p + 5, j], t6 + x[p + 6, j], t7 + x[p + 7, j]
+    m0, m1, m2, m3 = np.float32(t0 / c), np.float32(t1 / c), np.float32(t2 / c), np.float32(t3 / c)
+    m4, m5, m6, m7 = np.float32(t4 / c), np.float32(t5 / c), np.float32(t6 / c), np.float32(t7 / c)
+    v0 = v1 = v2 = v3 = v4 = v5 = v6 = v7 = np.float32(0.0)
+    for j in range(first, n, 2):
+        d0, d1, d2, d3 = x[p, j] - m0, x[p + 1, j] - m1, x[p + 2, j] - m2, x[p + 3, j] - m3
+        d4, d5, d6, d7 = x[p + 4, j] - m4, x[p + 5, j] - m5, x[p + 6, j] - m6, x[p + 7, j] - m7
+        v0, v1, v2, v3 = v0 + d0 * d0, v1 + d1 * d1, v2 + d2 * d2, v3 + d3 * d3
+        v4, v5, v6, v7 = v4 + d4 * d4, v5 + d5 * d5, v6 + d6 * d6, v7 + d7 * d7
+    for q, mean, var_count in ((0, m0, v0), (1, m1, v1), (2, m2, v2), (3, m3, v3), (4, m4, v4),
+                               (5, m5, v5), (6, m6, v6), (7, m7, v7)):
+        out[p + q, at] = c
+        out[p + q, at + 1] = mean
+        out[p + q, at + 2] = var_count
+
+
+@njit(cache=True)
 def _nb_bn_stats(row, frow, bases):
-    x = gather_f32(row, SRC0, bases)
-    parts, n = x.shape
+    x = f32_rows(row, SRC0, bases, row_offsets(row, SRC0))  # in place when plain (NaNs: see reduce)
+    if not x.size:
+        x = gather_f32(row, SRC0, bases)
+    parts, n = ap_parts(row, SRC0), ap_free(row, SRC0)
     out = np.empty((parts, 6), dtype=np.float32)
-    for p in range(parts):
-        _bn_half(x, p, 0, n, out, 0)
-        _bn_half(x, p, 1, n, out, 3)
+    p = 0
+    while p + 8 <= parts:
+        _bn_half8(x, p, 0, n, out, 0)
+        _bn_half8(x, p, 1, n, out, 3)
+        p += 8
+    for q in range(p, parts):
+        _bn_half(x, q, 0, n, out, 0)
+        _bn_half(x, q, 1, n, out, 3)
     scatter_f32(row, DST, bases, out)
 
 

@@ -502,3 +502,23 @@ def test_activation_affine_rows(func, layout):
     b.emit(Opcode.DMA_COPY, o, [s])
     b.emit(Opcode.DMA_COPY, orr, [r])
     _assert_executors_agree(b, seed=13)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 9, 15, 64])
+def test_bn_stats_eight_abreast(n):
+    """bn_stats with eight partitions side by side on 13 partitions (one block, five alone), odd
+    and tiny free sizes (n = 1: an empty odd half), reading plain rows in place and a strided
+    view (gathered), on raw bits (NaN payloads, infinities, -0.0, subnormals). The short rows
+    show order mistakes best: in long ones the random huge values overflow most sums to inf."""
+    from neuronsim.sim import Engine
+    b = ProgramBuilder("bn_stats8")
+    a = b.hbm("a", (13, 2 * n), "float32")
+    s = b.sbuf("s", (13, 2 * n), "float32")
+    plain, strided = b.sbuf("plain", (13, 6), "float32"), b.sbuf("strided", (13, 6), "float32")
+    o1, o2 = b.hbm("o1", (13, 6), "float32", kind="output"), b.hbm("o2", (13, 6), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.BN_STATS, plain, [s.ap([[2 * n, 13], [1, n]])], engine=Engine.VECTOR)
+    b.emit(Opcode.BN_STATS, strided, [s.ap([[2 * n, 13], [2, n]], offset=1)], engine=Engine.VECTOR)
+    b.emit(Opcode.DMA_COPY, o1, [plain])
+    b.emit(Opcode.DMA_COPY, o2, [strided])
+    _assert_executors_agree(b, seed=14)
