@@ -62,6 +62,10 @@ from neuronsim.sim.engines.transcendentals import (
     exp_np,
     gelu64,
     gelu_central,
+    gelu_dx64,
+    gelu_dx_central,
+    gelu_dx_np,
+    gelu_dx_outer,
     gelu_np,
     gelu_outer,
 )
@@ -99,6 +103,7 @@ _GELU_TANH, _SILU, _SOFTPLUS = int(ActFunc.gelu_apprx_tanh), int(ActFunc.silu), 
 _SQRT, _RSQRT, _RECIP, _SQUARE = (int(ActFunc.sqrt), int(ActFunc.rsqrt), int(ActFunc.reciprocal),
                                   int(ActFunc.square))
 _ERF, _SIN, _ABS, _SIGN = int(ActFunc.erf), int(ActFunc.sin), int(ActFunc.abs), int(ActFunc.sign)
+_GELU_DX = int(ActFunc.gelu_dx)
 
 
 # ---------------------------------------------------------------- the functions, Numba (scalar float64)
@@ -132,6 +137,8 @@ def act_f64(func, x):
         return x if x > 0 else 0.0
     if func == _GELU:
         return gelu64(x)
+    if func == _GELU_DX:
+        return gelu_dx64(x)
     if func == _GELU_TANH or func == _SILU:
         if math.isinf(x):  # the limits; the formulas give inf * 0 = NaN at -inf
             return x if x > 0 else 0.0
@@ -219,6 +226,7 @@ ACT_NP = {
     ActFunc.sigmoid: _sigmoid_np,
     ActFunc.relu: lambda x: np.where(np.isnan(x) | (x > 0), x, 0.0),
     ActFunc.gelu: gelu_np,
+    ActFunc.gelu_dx: gelu_dx_np,
     ActFunc.gelu_apprx_tanh: _gelu_tanh_np,
     ActFunc.silu: _silu_np,
     ActFunc.softplus: lambda x: np.where(x > 0, x, 0.0) + _libm_log1p(exp_np(-np.abs(x))),
@@ -340,12 +348,13 @@ _CHUNK = 4096  # elements per pass of _central_then_tails: its buffers stay in L
 
 
 @njit(cache=True)
-def _central_then_tails(gelu, flat):
-    """erf or gelu of every element of ``flat``, in place, chunk by chunk: the elements outside the
-    central region are flagged (vectorized), their indices compacted and values gathered, the outer
-    formula runs on those (vectorized), then the central one on all (vectorized), and the gathered
-    results are put back. Each element gets its function's value (erf64 / gelu64 are the same
-    select between the two)."""
+def _central_then_tails(func, flat):
+    """erf, gelu or gelu_dx (``func``) of every element of ``flat``, in place, chunk by chunk: the
+    elements outside the central region are flagged (vectorized), their indices compacted and values
+    gathered, the outer formula runs on those (vectorized), then the central one on all
+    (vectorized), and the gathered results are put back. Each element gets its function's value
+    (erf64 / gelu64 / gelu_dx64 are the same select between the two)."""
+    gelu = func != _ERF  # gelu and gelu_dx: the central region is |x| / sqrt2 < 1
     outside = np.empty(_CHUNK, dtype=np.uint8)
     where = np.empty(_CHUNK + 1, dtype=np.int64)
     tails = np.empty(_CHUNK, dtype=np.float32)
@@ -368,11 +377,16 @@ def _central_then_tails(gelu, flat):
                 m += np.int64(outside[i])
         for k in range(m):  # a gather loop of its own: the function loop then reads contiguous memory
             tails[k] = x[where[k]]
-        if gelu:
+        if func == _GELU:
             for k in range(m):
                 tails[k] = np.float32(gelu_outer(np.float64(tails[k])))
             for i in range(n):
                 x[i] = np.float32(gelu_central(np.float64(x[i])))
+        elif func == _GELU_DX:
+            for k in range(m):
+                tails[k] = np.float32(gelu_dx_outer(np.float64(tails[k])))
+            for i in range(n):
+                x[i] = np.float32(gelu_dx_central(np.float64(x[i])))
         else:
             for k in range(m):
                 tails[k] = np.float32(erf_outer(np.float64(tails[k])))
@@ -409,8 +423,8 @@ def _act_rows(func, data, scale, bias, y):
         flat = y.reshape(-1)  # y is C-contiguous
         for i in range(flat.size):
             flat[i] = np.float32(exp64(np.float64(flat[i])))
-    elif func == _ERF or func == _GELU:
-        _central_then_tails(func == _GELU, y.reshape(-1))
+    elif func == _ERF or func == _GELU or func == _GELU_DX:
+        _central_then_tails(func, y.reshape(-1))
     else:
         for p in range(parts):
             for j in range(n):
