@@ -423,6 +423,17 @@ def _act_rows(func, data, scale, bias, y):
         flat = y.reshape(-1)  # y is C-contiguous
         for i in range(flat.size):
             flat[i] = np.float32(exp64(np.float64(flat[i])))
+    elif func == _SQRT:  # act_f64's values in loops of their own, written branch-free: vectorized
+        flat = y.reshape(-1)
+        for i in range(flat.size):
+            x = np.float64(flat[i])
+            flat[i] = np.float32(math.sqrt(x) if x >= 0 else math.nan)
+    elif func == _RSQRT:
+        flat = y.reshape(-1)
+        for i in range(flat.size):
+            x = np.float64(flat[i])
+            root = math.sqrt(x) if x > 0 else (0.0 if x == 0 else math.nan)  # +-0 -> inf; < 0, NaN -> NaN
+            flat[i] = np.float32(np.true_divide(1.0, root))  # true_divide: no ZeroDivisionError branch
     elif func == _ERF or func == _GELU or func == _GELU_DX:
         _central_then_tails(func, y.reshape(-1))
     else:
