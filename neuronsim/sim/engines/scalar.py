@@ -69,7 +69,6 @@ from neuronsim.sim.engines.transcendentals import (
     gelu_np,
     gelu_outer,
 )
-from neuronsim.sim.engines.vector import _f32_bits  # the fp32 store's bits, NaNs canonical
 from neuronsim.sim.ir import ActFunc, Instruction, Opcode
 from neuronsim.sim.memory.access import (
     AP_WIDTH,
@@ -89,6 +88,7 @@ from neuronsim.sim.memory.access import (
     u32_row,
     u32_rows,
 )
+from neuronsim.sim.memory.numerics import canonical_f32_bits
 
 _ACTIVATION_IMM = frozenset({"func", "scale", "bias", "bias_is_tile", "scale_is_tile", "reduce"})
 _COPIES = frozenset({ActFunc.copy, ActFunc.identity})
@@ -465,12 +465,12 @@ def _affine_rows_f32(a, o, scale, bias, sums, reduce):
             acc = np.float32(-0.0)
             for j in range(n):
                 y = np.float32(np.float32(x[j] * s) + b)
-                d[j] = _f32_bits(y)
+                d[j] = canonical_f32_bits(y)
                 acc = np.float32(acc + y)
             sums[p, 0] = acc
         else:
             for j in range(n):
-                d[j] = _f32_bits(np.float32(np.float32(x[j] * s) + b))
+                d[j] = canonical_f32_bits(np.float32(np.float32(x[j] * s) + b))
 
 
 @njit(cache=True)

@@ -91,9 +91,9 @@ from neuronsim.sim.engines.common import (
 )
 from neuronsim.sim.ir import BITVEC_ALU_OPS, AccessPattern, AluOp, Engine, Instruction, Memory, Opcode
 from neuronsim.sim.memory.access import (  # the private pointer helpers: typed views of memory rows
-    _ITEMSIZE,
     AP_WIDTH,
     F_DTYPE,
+    ITEMSIZE,
     RefMemory,
     ap_free,
     ap_parts,
@@ -111,15 +111,15 @@ from neuronsim.sim.memory.access import (  # the private pointer helpers: typed 
     store_rows_f32,
     store_rows_i64,
     store_rows_raw,
+    u8_ptr,
+    u16_ptr,
+    u32_ptr,
     u32_row,
     u32_rows,
-    _u8_ptr,
-    _u16_ptr,
-    _u32_ptr,
 )
 from neuronsim.sim.memory.numerics import (
     CANONICAL_NAN_BITS,
-    bits_from_f32,
+    canonical_f32_bits,
     load_f32,
     load_i64,
     load_u8,
@@ -449,11 +449,6 @@ def _in_place_or_disjoint(row, bases, at):
     return disjoint(row, at, DST, bases)
 
 
-@njit(cache=True, inline="always")
-def _f32_bits(x):
-    return bits_from_f32(x) if x == x else np.uint32(_NAN32)
-
-
 @njit(cache=True)
 def _fused_tt_f32(op, a, b, o):
     parts, n = a.shape
@@ -461,16 +456,16 @@ def _fused_tt_f32(op, a, b, o):
         x, y, d = f32_row(a, p), f32_row(b, p), u32_row(o, p)
         if op == _ADD:
             for j in range(n):
-                d[j] = _f32_bits(x[j] + y[j])
+                d[j] = canonical_f32_bits(x[j] + y[j])
         elif op == _SUB:
             for j in range(n):
-                d[j] = _f32_bits(x[j] - y[j])
+                d[j] = canonical_f32_bits(x[j] - y[j])
         elif op == _MUL:
             for j in range(n):
-                d[j] = _f32_bits(x[j] * y[j])
+                d[j] = canonical_f32_bits(x[j] * y[j])
         else:
             for j in range(n):
-                d[j] = _f32_bits(alu_f32(op, x[j], y[j]))
+                d[j] = canonical_f32_bits(alu_f32(op, x[j], y[j]))
 
 
 @njit(cache=True, inline="always")
@@ -494,25 +489,25 @@ def _fused_ts_f32(a, o, op0, s0, rev0, op1, s1, rev1):
         if op1 == _NO_OP:
             if op0 == _MUL:
                 for j in range(n):
-                    d[j] = _f32_bits(x[j] * sp)
+                    d[j] = canonical_f32_bits(x[j] * sp)
             elif op0 == _ADD:
                 for j in range(n):
-                    d[j] = _f32_bits(x[j] + sp)
+                    d[j] = canonical_f32_bits(x[j] + sp)
             else:
                 for j in range(n):
-                    d[j] = _f32_bits(_alu_step(op0, x[j], sp, rev0))
+                    d[j] = canonical_f32_bits(_alu_step(op0, x[j], sp, rev0))
         elif op0 == _MUL and op1 == _ADD and not rev0 and not rev1:  # scale and bias, the common pair
             for j in range(n):
-                d[j] = _f32_bits(x[j] * sp + tp)
+                d[j] = canonical_f32_bits(x[j] * sp + tp)
         elif op0 == _ADD and op1 == _MUL and not rev0 and not rev1:
             for j in range(n):
-                d[j] = _f32_bits((x[j] + sp) * tp)
+                d[j] = canonical_f32_bits((x[j] + sp) * tp)
         elif op0 == _SUB and op1 == _MUL and not rev0 and not rev1:  # centre and scale
             for j in range(n):
-                d[j] = _f32_bits((x[j] - sp) * tp)
+                d[j] = canonical_f32_bits((x[j] - sp) * tp)
         else:
             for j in range(n):
-                d[j] = _f32_bits(_alu_step(op1, _alu_step(op0, x[j], sp, rev0), tp, rev1))
+                d[j] = canonical_f32_bits(_alu_step(op1, _alu_step(op0, x[j], sp, rev0), tp, rev1))
 
 
 @njit(cache=True)
@@ -524,16 +519,16 @@ def _fused_stt_f32(a, b, o, op0, s0, rev0, op1, rev1):
         sp = s0[p]
         if op0 == _MUL and op1 == _ADD and not rev0:
             for j in range(n):
-                d[j] = _f32_bits(x[j] * sp + y[j])
+                d[j] = canonical_f32_bits(x[j] * sp + y[j])
         elif op0 == _MUL and op1 == _MUL and not rev0:
             for j in range(n):
-                d[j] = _f32_bits((x[j] * sp) * y[j])
+                d[j] = canonical_f32_bits((x[j] * sp) * y[j])
         elif op0 == _SUB and op1 == _MUL and not rev0:
             for j in range(n):
-                d[j] = _f32_bits((x[j] - sp) * y[j])
+                d[j] = canonical_f32_bits((x[j] - sp) * y[j])
         else:
             for j in range(n):
-                d[j] = _f32_bits(_alu_step(op1, _alu_step(op0, x[j], sp, rev0), y[j], rev1))
+                d[j] = canonical_f32_bits(_alu_step(op1, _alu_step(op0, x[j], sp, rev0), y[j], rev1))
 
 
 # ---------------------------------------------------------------- tensor_tensor
@@ -1127,7 +1122,7 @@ def _bits_row(row, at, bases, p, offsets, scratch):
     and aligned (partitions may overlap: this is for reading), else gathered into ``scratch``."""
     addr = row_address(row, at, bases, p)
     if offsets.size == 0 and addr % 4 == 0:
-        return carray(_u32_ptr(addr), (scratch.size,))
+        return carray(u32_ptr(addr), (scratch.size,))
     for j in range(scratch.size):
         scratch[j] = load_u32(addr + offsets[j] if offsets.size else addr + 4 * j)
     return scratch
@@ -1137,19 +1132,19 @@ def _bits_row(row, at, bases, p, offsets, scratch):
 def _nonzero_row(row, at, bases, p, offsets, out):
     """``out[j]`` = element j of partition ``p`` of an integer AP, nonzero exactly when the
     element's value is (its raw bits; any nonzero bool byte is true)."""
-    item = _ITEMSIZE[row[at + F_DTYPE]]
+    item = ITEMSIZE[row[at + F_DTYPE]]
     addr = row_address(row, at, bases, p)
     n = out.size
     if offsets.size == 0 and item == 1:
-        v8 = carray(_u8_ptr(addr), (n,))
+        v8 = carray(u8_ptr(addr), (n,))
         for j in range(n):
             out[j] = v8[j]
     elif offsets.size == 0 and item == 2 and addr % 2 == 0:
-        v16 = carray(_u16_ptr(addr), (n,))
+        v16 = carray(u16_ptr(addr), (n,))
         for j in range(n):
             out[j] = v16[j]
     elif offsets.size == 0 and item == 4 and addr % 4 == 0:
-        v32 = carray(_u32_ptr(addr), (n,))
+        v32 = carray(u32_ptr(addr), (n,))
         for j in range(n):
             out[j] = v32[j]
     else:
@@ -1165,7 +1160,7 @@ def _select_rows_u32(row, bases, offp, offt, offf):
     byte with it (then the row order is invisible). False when it does not apply, or when rows
     are too short to repay the per-row setup (~50 ns: array views and their reference counts)."""
     o = u32_rows(row, DST, bases, row_offsets(row, DST))
-    if o.shape[1] < _MIN_ROW_ELEMENTS or _ITEMSIZE[row[SRC1 + F_DTYPE]] != 4:
+    if o.shape[1] < _MIN_ROW_ELEMENTS or ITEMSIZE[row[SRC1 + F_DTYPE]] != 4:
         return False
     for at in (SRC0, SRC1, SRC2):
         if not same_or_disjoint(row, at, DST, bases):

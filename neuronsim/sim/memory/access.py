@@ -47,7 +47,7 @@ from neuronsim.sim.memory.numerics import (
 AP_WIDTH = 5 + 2 * MAX_FREE_DIMS
 F_TENSOR, F_DTYPE, F_START, F_PITCH, F_PARTS, F_DIMS = 0, 1, 2, 3, 4, 5
 
-_ITEMSIZE = np.array([DType(c).itemsize for c in range(len(DType))], dtype=np.int64)
+ITEMSIZE = np.array([DType(c).itemsize for c in range(len(DType))], dtype=np.int64)
 _RAW_CODE_OF_SIZE = np.array([0, int(DType.uint8), int(DType.uint16), 0, int(DType.uint32)], dtype=np.int64)
 
 
@@ -128,10 +128,10 @@ def _ptr_like(typingctx, addr, like):
     return types.CPointer(like.dtype)(addr, like), codegen
 
 
-_f32_ptr = _typed_pointer("_f32_ptr", types.float32, ir.FloatType())
-_u32_ptr = _typed_pointer("_u32_ptr", types.uint32, ir.IntType(32))
-_u16_ptr = _typed_pointer("_u16_ptr", types.uint16, ir.IntType(16))
-_u8_ptr = _typed_pointer("_u8_ptr", types.uint8, ir.IntType(8))
+f32_ptr = _typed_pointer("f32_ptr", types.float32, ir.FloatType())
+u32_ptr = _typed_pointer("u32_ptr", types.uint32, ir.IntType(32))
+u16_ptr = _typed_pointer("u16_ptr", types.uint16, ir.IntType(16))
+u8_ptr = _typed_pointer("u8_ptr", types.uint8, ir.IntType(8))
 
 _F32, _TF32, _BF16 = int(DType.float32), int(DType.tfloat32), int(DType.bfloat16)
 _I8, _I16, _I32, _BOOL = int(DType.int8), int(DType.int16), int(DType.int32), int(DType.bool_)
@@ -172,7 +172,7 @@ def block_rows(parts, n):
 def row_offsets(row, at):
     """Byte offsets [N] of a row's elements from its first, in row-major free order; an empty
     array when they are simply ``k * itemsize`` (a contiguous row)."""
-    item = _ITEMSIZE[row[at + F_DTYPE]]
+    item = ITEMSIZE[row[at + F_DTYPE]]
     expect = 1
     contiguous = True
     for d in range(MAX_FREE_DIMS - 1, -1, -1):
@@ -218,8 +218,8 @@ def f32_rows(row, at, bases, offsets):
     canonicalized (a kernel whose every result goes through a canonicalizing store may skip that)."""
     ok, base, pitch = _plain_f32_rows(row, at, bases, offsets)
     if not ok:
-        return carray(_f32_ptr(base), (0, 1))[:, :0]
-    return carray(_f32_ptr(base), (row[at + F_PARTS], pitch))[:, :ap_free(row, at)]
+        return carray(f32_ptr(base), (0, 1))[:, :0]
+    return carray(f32_ptr(base), (row[at + F_PARTS], pitch))[:, :ap_free(row, at)]
 
 
 @njit(cache=True)
@@ -227,27 +227,27 @@ def u32_rows(row, at, bases, offsets):
     """As :func:`f32_rows`, viewed as uint32 bits (to store fp32 results bit-exactly)."""
     ok, base, pitch = _plain_f32_rows(row, at, bases, offsets)
     if not ok:
-        return carray(_u32_ptr(base), (0, 1))[:, :0]
-    return carray(_u32_ptr(base), (row[at + F_PARTS], pitch))[:, :ap_free(row, at)]
+        return carray(u32_ptr(base), (0, 1))[:, :0]
+    return carray(u32_ptr(base), (row[at + F_PARTS], pitch))[:, :ap_free(row, at)]
 
 
 @njit(cache=True, inline="always")
 def f32_row(rows, p):
     """Row ``p`` of an :func:`f32_rows` view as a contiguous 1-D array (which LLVM vectorizes; a
     row of the 2-D view has a stride it cannot see)."""
-    return carray(_f32_ptr(rows.ctypes.data + p * rows.strides[0]), (rows.shape[1],))
+    return carray(f32_ptr(rows.ctypes.data + p * rows.strides[0]), (rows.shape[1],))
 
 
 @njit(cache=True, inline="always")
 def u32_row(rows, p):
     """Row ``p`` of a :func:`u32_rows` view as a contiguous 1-D array."""
-    return carray(_u32_ptr(rows.ctypes.data + p * rows.strides[0]), (rows.shape[1],))
+    return carray(u32_ptr(rows.ctypes.data + p * rows.strides[0]), (rows.shape[1],))
 
 
 @njit(cache=True)
 def ap_extent(row, at, bases):
     """[lo, hi) byte addresses spanned by an encoded AP (for overlap tests)."""
-    item = _ITEMSIZE[row[at + F_DTYPE]]
+    item = ITEMSIZE[row[at + F_DTYPE]]
     lo = hi = row_address(row, at, bases, 0)
     reach = row[at + F_PITCH] * (row[at + F_PARTS] - 1)
     lo, hi = lo + min(0, reach), hi + max(0, reach)
@@ -267,17 +267,17 @@ def load_rows_f32(row, at, bases, p0, offsets, out):
     k = out.size // n if n else 0
     base = row_address(row, at, bases, p0)
     nan = f32_from_bits(_NAN32)
-    item = _ITEMSIZE[code]
+    item = ITEMSIZE[code]
     if offsets.size == 0 and (code == _F32 or code == _TF32) and base % 4 == 0 and pitch % 4 == 0:
         for b in range(k):
-            src = carray(_f32_ptr(base + b * pitch), (n,))
+            src = carray(f32_ptr(base + b * pitch), (n,))
             o = b * n
             for j in range(n):
                 x = src[j]
                 out[o + j] = x if x == x else nan
     elif offsets.size == 0 and code == _BF16 and base % 2 == 0 and pitch % 2 == 0:
         for b in range(k):
-            src16 = carray(_u16_ptr(base + b * pitch), (n,))
+            src16 = carray(u16_ptr(base + b * pitch), (n,))
             o = b * n
             for j in range(n):
                 x = f32_from_bits(np.uint32(src16[j]) << np.uint32(16))
@@ -312,17 +312,17 @@ def store_rows_f32(row, at, bases, p0, offsets, values):
     n = ap_free(row, at)
     k = values.size // n if n else 0
     base = row_address(row, at, bases, p0)
-    item = _ITEMSIZE[code]
+    item = ITEMSIZE[code]
     if offsets.size == 0 and code == _F32 and base % 4 == 0 and pitch % 4 == 0:
         for b in range(k):
-            dst = carray(_u32_ptr(base + b * pitch), (n,))
+            dst = carray(u32_ptr(base + b * pitch), (n,))
             o = b * n
             for j in range(n):
                 x = values[o + j]
                 dst[j] = bits_from_f32(x) if x == x else np.uint32(_NAN32)
     elif offsets.size == 0 and code == _BF16 and base % 2 == 0 and pitch % 2 == 0:
         for b in range(k):
-            dst16 = carray(_u16_ptr(base + b * pitch), (n,))
+            dst16 = carray(u16_ptr(base + b * pitch), (n,))
             o = b * n
             for j in range(n):
                 dst16[j] = np.uint16(_encode_bf16(values[o + j]))
@@ -372,7 +372,7 @@ def store_rows_i64(row, at, bases, p0, offsets, values):
     n = ap_free(row, at)
     k = values.size // n if n else 0
     base = row_address(row, at, bases, p0)
-    item = _ITEMSIZE[code]
+    item = ITEMSIZE[code]
     for b in range(k):
         addr = base + b * pitch
         o = b * n
@@ -387,7 +387,7 @@ def store_rows_i64(row, at, bases, p0, offsets, values):
 @njit(cache=True)
 def load_rows_raw(row, at, bases, p0, offsets, out):
     """Partitions ``p0 ..``' element bit patterns (zero-extended) into ``out`` (int64, k * N)."""
-    item = _ITEMSIZE[row[at + F_DTYPE]]
+    item = ITEMSIZE[row[at + F_DTYPE]]
     pitch = row[at + F_PITCH]
     n = ap_free(row, at)
     k = out.size // n if n else 0
@@ -398,15 +398,15 @@ def load_rows_raw(row, at, bases, p0, offsets, out):
         addr = base + b * pitch
         o = b * n
         if offsets.size == 0 and aligned and item == 4:
-            s32 = carray(_u32_ptr(addr), (n,))
+            s32 = carray(u32_ptr(addr), (n,))
             for j in range(n):
                 out[o + j] = s32[j]
         elif offsets.size == 0 and aligned and item == 2:
-            s16 = carray(_u16_ptr(addr), (n,))
+            s16 = carray(u16_ptr(addr), (n,))
             for j in range(n):
                 out[o + j] = s16[j]
         elif offsets.size == 0 and item == 1:
-            s8 = carray(_u8_ptr(addr), (n,))
+            s8 = carray(u8_ptr(addr), (n,))
             for j in range(n):
                 out[o + j] = s8[j]
         elif offsets.size == 0:
@@ -420,7 +420,7 @@ def load_rows_raw(row, at, bases, p0, offsets, out):
 @njit(cache=True)
 def store_rows_raw(row, at, bases, p0, offsets, values):
     """Store bit patterns (low bytes of ``values``, k * N) as partitions ``p0 ..``."""
-    item = _ITEMSIZE[row[at + F_DTYPE]]
+    item = ITEMSIZE[row[at + F_DTYPE]]
     pitch = row[at + F_PITCH]
     n = ap_free(row, at)
     k = values.size // n if n else 0
@@ -431,15 +431,15 @@ def store_rows_raw(row, at, bases, p0, offsets, values):
         addr = base + b * pitch
         o = b * n
         if offsets.size == 0 and aligned and item == 4:
-            d32 = carray(_u32_ptr(addr), (n,))
+            d32 = carray(u32_ptr(addr), (n,))
             for j in range(n):
                 d32[j] = np.uint32(values[o + j] & 0xFFFFFFFF)
         elif offsets.size == 0 and aligned and item == 2:
-            d16 = carray(_u16_ptr(addr), (n,))
+            d16 = carray(u16_ptr(addr), (n,))
             for j in range(n):
                 d16[j] = np.uint16(values[o + j] & 0xFFFF)
         elif offsets.size == 0 and item == 1:
-            d8 = carray(_u8_ptr(addr), (n,))
+            d8 = carray(u8_ptr(addr), (n,))
             for j in range(n):
                 d8[j] = np.uint8(values[o + j] & 0xFF)
         elif offsets.size == 0:
@@ -504,7 +504,7 @@ _U8_LIKE, _U16_LIKE, _U32_LIKE = np.empty(0, np.uint8), np.empty(0, np.uint16), 
 def _side_dims(row, at, out):
     """The AP's dims with more than one element, outer first (partitions, then the free dims), as
     (size, byte step) rows of ``out``; their count."""
-    item = _ITEMSIZE[row[at + F_DTYPE]]
+    item = ITEMSIZE[row[at + F_DTYPE]]
     k = 0
     if row[at + F_PARTS] != 1:
         out[0, 0], out[0, 1] = row[at + F_PARTS], row[at + F_PITCH]
@@ -640,7 +640,7 @@ def _copy_nest_words(d0, s0, nest, k, t, like):
 @njit(cache=True)
 def _row_span(row, at):
     """[lo, hi) byte offsets of one partition's elements from its first element."""
-    item = _ITEMSIZE[row[at + F_DTYPE]]
+    item = ITEMSIZE[row[at + F_DTYPE]]
     lo = hi = 0
     for d in range(MAX_FREE_DIMS):
         reach = row[at + F_DIMS + 2 * d] * item * (row[at + F_DIMS + 2 * d + 1] - 1)
@@ -690,7 +690,7 @@ def copy_by_runs(row, dst_at, src_at, bases):
     nest, k = _copy_nest(row, dst_at, src_at)
     if k < 0:
         return False
-    item = _ITEMSIZE[row[src_at + F_DTYPE]]
+    item = ITEMSIZE[row[src_at + F_DTYPE]]
     k, free_order = _order_nest(nest, item)
     s0, d0 = row_address(row, src_at, bases, 0), row_address(row, dst_at, bases, 0)
     if k == 0:
@@ -724,7 +724,7 @@ def _element_offsets(row, at):
     """Byte offsets [N] of a row's elements from its first (``row_offsets``, also when contiguous)."""
     offsets = row_offsets(row, at)
     if offsets.size == 0:
-        offsets = np.arange(ap_free(row, at)) * _ITEMSIZE[row[at + F_DTYPE]]
+        offsets = np.arange(ap_free(row, at)) * ITEMSIZE[row[at + F_DTYPE]]
     return offsets
 
 
@@ -766,7 +766,7 @@ def copy_raw(row, dst_at, src_at, bases):
     is read before dst is written, as in the reference."""
     if copy_by_runs(row, dst_at, src_at, bases):
         return
-    item = _ITEMSIZE[row[src_at + F_DTYPE]]
+    item = ITEMSIZE[row[src_at + F_DTYPE]]
     if (item == 4 or item == 2) and disjoint(row, dst_at, src_at, bases):
         _copy_words(row, dst_at, src_at, bases, item)
         return
@@ -801,7 +801,7 @@ def transpose_raw(row, dst_at, src_at, bases):
     """Bit-exact ``dst[f, p] = src[p, f]`` (same dtype; dst has src's free size as partitions).
     Contiguous, aligned, disjoint 2- and 4-byte rows move as words; anything else through
     int64 bit patterns."""
-    item = _ITEMSIZE[row[src_at + F_DTYPE]]
+    item = ITEMSIZE[row[src_at + F_DTYPE]]
     parts, n = ap_parts(row, src_at), ap_free(row, src_at)
     s0, d0 = row_address(row, src_at, bases, 0), row_address(row, dst_at, bases, 0)
     s_pitch, d_pitch = row[src_at + F_PITCH], row[dst_at + F_PITCH]

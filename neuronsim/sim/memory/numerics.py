@@ -189,6 +189,12 @@ def canonical_f32(value):
 
 
 @njit(cache=True, inline="always")
+def canonical_f32_bits(value):
+    """The bits an fp32 store writes for ``value``: its own, or the canonical NaN's."""
+    return bits_from_f32(value) if value == value else np.uint32(_NAN32)
+
+
+@njit(cache=True, inline="always")
 def _decode_bf16(h):
     return canonical_f32(f32_from_bits(np.uint32(h) << np.uint32(16)))
 
