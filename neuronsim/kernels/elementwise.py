@@ -173,20 +173,10 @@ def silu_backward(dst, grad, x):  # grad * s * (1 + x * (1 - s)), s = sigmoid(x)
     alu2(dst, t, grad, A.multiply)
 
 
-_INV_SQRT2 = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-def gelu_backward(dst, grad, x):  # grad * (Phi(x) + x * phi(x)), erf form
-    cdf, pdf = _tmp(x), _tmp(x)
-    act(cdf, x, ActFunc.erf, _INV_SQRT2)
-    alu(cdf, cdf, A.add, 1.0, A.multiply, 0.5)
-    alu2(pdf, x, x, A.multiply)
-    act(pdf, pdf, ActFunc.exp, -0.5)
-    nisa.scalar_tensor_tensor(dst=pdf, data=pdf, op0=A.multiply, operand0=_INV_SQRT_2PI, op1=A.multiply,
-                              operand1=x)
-    alu2(pdf, pdf, cdf, A.add)
-    alu2(dst, pdf, grad, A.multiply)
+def gelu_backward(dst, grad, x):  # grad * gelu'(x): ScalarE's gelu_dx, then one VectorE product
+    d = _tmp(x)
+    act(d, x, ActFunc.gelu_dx)
+    alu2(dst, d, grad, A.multiply)
 
 
 def clamp2(dst, x, lo, hi):  # min(max(x, lo), hi) with tensor bounds (either may be absent)

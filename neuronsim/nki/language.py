@@ -545,6 +545,7 @@ sigmoid = _make_act("sigmoid", ActFunc.sigmoid)
 relu = _make_act("relu", ActFunc.relu)
 gelu = _make_act("gelu", ActFunc.gelu)
 gelu_apprx_tanh = _make_act("gelu_apprx_tanh", ActFunc.gelu_apprx_tanh)
+gelu_dx = _make_act("gelu_dx", ActFunc.gelu_dx)
 silu = _make_act("silu", ActFunc.silu)
 softplus = _make_act("softplus", ActFunc.softplus)
 sqrt = _make_act("sqrt", ActFunc.sqrt)
@@ -612,7 +613,6 @@ for _name in (
     "ceil",
     "floor",
     "trunc",
-    "gelu_dx",
     "gelu_apprx_sigmoid",
     "gelu_apprx_sigmoid_dx",
     "silu_dx",

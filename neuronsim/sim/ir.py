@@ -186,6 +186,7 @@ class ActFunc(enum.IntEnum):
     abs = 16
     sign = 17
     identity = 18  # same as copy, named as in nl
+    gelu_dx = 19  # gelu's derivative (nl.gelu_dx)
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,5 +1,7 @@
 """Every IR instruction through its nki.isa call: documented argument names, defaults, semantics."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -110,6 +112,24 @@ def test_activation_scale_bias_tile_and_reduce():
     )
     e = np.exp(0.5 * x + bias)
     np.testing.assert_allclose(out, np.broadcast_to(e.sum(1, keepdims=True), x.shape), rtol=1e-5)
+
+
+def test_gelu_dx_is_the_derivative_of_gelu():
+    """nl.gelu_dx / nisa.activation(op=nl.gelu_dx): Phi(x) + x phi(x) on ScalarE."""
+    x = RNG.standard_normal((128, 64), dtype=np.float32) * 3
+
+    def body(t):
+        y = sbuf((128, 64))
+        nisa.activation(dst=y, op=nl.gelu_dx, data=t)
+        return nl.multiply(y, nl.gelu_dx(t))
+
+    out, prog = run(body, x)
+    acts = [i for i in prog.instructions if i.opcode is Opcode.ACTIVATION]
+    assert len(acts) == 2 and all(i.engine is Engine.SCALAR for i in acts)
+    v = x.astype(np.float64)
+    erf = np.vectorize(math.erf)
+    d = 0.5 * (1 + erf(v / math.sqrt(2))) + v * np.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+    np.testing.assert_allclose(out, d * d, rtol=1e-5, atol=1e-7)
 
 
 def test_tensor_tensor_scalar_and_scalar_tensor_tensor():

@@ -62,9 +62,14 @@ from neuronsim.sim.engines.transcendentals import (
     exp_np,
     gelu64,
     gelu_central,
+    gelu_dx64,
+    gelu_dx_central,
+    gelu_dx_np,
+    gelu_dx_outer,
     gelu_np,
     gelu_outer,
 )
+from neuronsim.sim.engines.vector import _f32_bits  # the fp32 store's bits, NaNs canonical
 from neuronsim.sim.ir import ActFunc, Instruction, Opcode
 from neuronsim.sim.memory.access import (
     AP_WIDTH,
@@ -73,12 +78,16 @@ from neuronsim.sim.memory.access import (
     ap_parts,
     block_rows,
     copy_raw,
+    f32_row,
+    f32_rows,
     gather_f32,
     load_rows_f32,
     row_offsets,
     same_or_disjoint,
     scatter_f32,
     store_rows_f32,
+    u32_row,
+    u32_rows,
 )
 
 _ACTIVATION_IMM = frozenset({"func", "scale", "bias", "bias_is_tile", "scale_is_tile", "reduce"})
@@ -94,6 +103,7 @@ _GELU_TANH, _SILU, _SOFTPLUS = int(ActFunc.gelu_apprx_tanh), int(ActFunc.silu), 
 _SQRT, _RSQRT, _RECIP, _SQUARE = (int(ActFunc.sqrt), int(ActFunc.rsqrt), int(ActFunc.reciprocal),
                                   int(ActFunc.square))
 _ERF, _SIN, _ABS, _SIGN = int(ActFunc.erf), int(ActFunc.sin), int(ActFunc.abs), int(ActFunc.sign)
+_GELU_DX = int(ActFunc.gelu_dx)
 
 
 # ---------------------------------------------------------------- the functions, Numba (scalar float64)
@@ -127,6 +137,8 @@ def act_f64(func, x):
         return x if x > 0 else 0.0
     if func == _GELU:
         return gelu64(x)
+    if func == _GELU_DX:
+        return gelu_dx64(x)
     if func == _GELU_TANH or func == _SILU:
         if math.isinf(x):  # the limits; the formulas give inf * 0 = NaN at -inf
             return x if x > 0 else 0.0
@@ -214,6 +226,7 @@ ACT_NP = {
     ActFunc.sigmoid: _sigmoid_np,
     ActFunc.relu: lambda x: np.where(np.isnan(x) | (x > 0), x, 0.0),
     ActFunc.gelu: gelu_np,
+    ActFunc.gelu_dx: gelu_dx_np,
     ActFunc.gelu_apprx_tanh: _gelu_tanh_np,
     ActFunc.silu: _silu_np,
     ActFunc.softplus: lambda x: np.where(x > 0, x, 0.0) + _libm_log1p(exp_np(-np.abs(x))),
@@ -335,12 +348,13 @@ _CHUNK = 4096  # elements per pass of _central_then_tails: its buffers stay in L
 
 
 @njit(cache=True)
-def _central_then_tails(gelu, flat):
-    """erf or gelu of every element of ``flat``, in place, chunk by chunk: the elements outside the
-    central region are flagged (vectorized), their indices compacted and values gathered, the outer
-    formula runs on those (vectorized), then the central one on all (vectorized), and the gathered
-    results are put back. Each element gets its function's value (erf64 / gelu64 are the same
-    select between the two)."""
+def _central_then_tails(func, flat):
+    """erf, gelu or gelu_dx (``func``) of every element of ``flat``, in place, chunk by chunk: the
+    elements outside the central region are flagged (vectorized), their indices compacted and values
+    gathered, the outer formula runs on those (vectorized), then the central one on all
+    (vectorized), and the gathered results are put back. Each element gets its function's value
+    (erf64 / gelu64 / gelu_dx64 are the same select between the two)."""
+    gelu = func != _ERF  # gelu and gelu_dx: the central region is |x| / sqrt2 < 1
     outside = np.empty(_CHUNK, dtype=np.uint8)
     where = np.empty(_CHUNK + 1, dtype=np.int64)
     tails = np.empty(_CHUNK, dtype=np.float32)
@@ -363,11 +377,16 @@ def _central_then_tails(gelu, flat):
                 m += np.int64(outside[i])
         for k in range(m):  # a gather loop of its own: the function loop then reads contiguous memory
             tails[k] = x[where[k]]
-        if gelu:
+        if func == _GELU:
             for k in range(m):
                 tails[k] = np.float32(gelu_outer(np.float64(tails[k])))
             for i in range(n):
                 x[i] = np.float32(gelu_central(np.float64(x[i])))
+        elif func == _GELU_DX:
+            for k in range(m):
+                tails[k] = np.float32(gelu_dx_outer(np.float64(tails[k])))
+            for i in range(n):
+                x[i] = np.float32(gelu_dx_central(np.float64(x[i])))
         else:
             for k in range(m):
                 tails[k] = np.float32(erf_outer(np.float64(tails[k])))
@@ -404,8 +423,8 @@ def _act_rows(func, data, scale, bias, y):
         flat = y.reshape(-1)  # y is C-contiguous
         for i in range(flat.size):
             flat[i] = np.float32(exp64(np.float64(flat[i])))
-    elif func == _ERF or func == _GELU:
-        _central_then_tails(func == _GELU, y.reshape(-1))
+    elif func == _ERF or func == _GELU or func == _GELU_DX:
+        _central_then_tails(func, y.reshape(-1))
     else:
         for p in range(parts):
             for j in range(n):
@@ -420,6 +439,27 @@ def _row_sums(y, sums, p0):
         for j in range(y.shape[1]):
             acc = np.float32(acc + y[p, j])
         sums[p0 + p, 0] = acc
+
+
+@njit(cache=True)
+def _affine_rows_f32(a, o, scale, bias, sums, reduce):
+    """copy / identity in one pass over plain rows: ``o[p] = bits(a[p] * scale[p] + bias[p])``
+    (NaNs canonical, as the store would make them), with the row sums of ``_row_sums`` when
+    ``reduce`` (a NaN's payload never reaches a result: the sums are stored canonicalized too)."""
+    parts, n = a.shape
+    for p in range(parts):
+        x, d = f32_row(a, p), u32_row(o, p)
+        s, b = scale[p], bias[p]
+        if reduce:
+            acc = np.float32(-0.0)
+            for j in range(n):
+                y = np.float32(np.float32(x[j] * s) + b)
+                d[j] = _f32_bits(y)
+                acc = np.float32(acc + y)
+            sums[p, 0] = acc
+        else:
+            for j in range(n):
+                d[j] = _f32_bits(np.float32(np.float32(x[j] * s) + b))
 
 
 @njit(cache=True)
@@ -447,10 +487,17 @@ def _nb_activation(row, frow, bases):
             _row_sums(y, sums, 0)
             scatter_f32(row, DST2, bases, sums)
         return
+    off_src, off_dst = row_offsets(row, SRC0), row_offsets(row, DST)
+    if (func == _COPY or func == _IDENTITY) and not bit_copy:
+        a, o = f32_rows(row, SRC0, bases, off_src), u32_rows(row, DST, bases, off_dst)
+        if a.size and o.size:  # plain fp32 rows, dst the same elements or disjoint: one pass
+            _affine_rows_f32(a, o, scale, bias, sums, reduce)
+            if reduce:
+                scatter_f32(row, DST2, bases, sums)
+            return
     # Blocks of partitions through one cache-sized buffer: no tile-sized temporaries (fresh pages
     # of a big allocation cost more than the arithmetic), each block read, computed, written.
     block = block_rows(parts, n)
-    off_src, off_dst = row_offsets(row, SRC0), row_offsets(row, DST)
     buf = np.empty(block * n, dtype=np.float32)
     for p0 in range(0, parts, block):
         k = min(block, parts - p0)

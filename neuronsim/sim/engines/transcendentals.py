@@ -1,4 +1,4 @@
-"""ScalarE's exp, erf and gelu without libm: float64 range reduction and polynomials, one
+"""ScalarE's exp, erf, gelu and gelu_dx without libm: float64 range reduction and polynomials, one
 sequence of IEEE operations written twice (Numba scalar functions, numpy array twins).
 
 Why: ScalarE evaluates its functions from fp32 tables and polynomials whose exact form is not
@@ -29,12 +29,16 @@ each step is a multiply, then an add).
   from ``Q = erfc(|x| / sqrt2) / 2 = e^(-x^2 / 2) G(|x| / sqrt2) / 2`` (``x^2 / 2`` exact again),
   ``Phi = 1 - Q`` for ``x > 0``, else ``Q``: no cancellation for negative ``x``, where
   ``1 + erf(x / sqrt2)`` loses every digit below -8. ``|x| / sqrt2 >= 11``: ``Q = 0``.
+- ``gelu_dx`` (gelu's derivative): ``Phi(x) + x phi(x)``, ``phi(x) = e^(-x^2 / 2) / sqrt(2 pi)``,
+  ``Phi`` as in gelu (central and outer formulas), one ``e^(-x^2 / 2)`` for both terms. The terms
+  cancel at the root x ~ -0.75, but their float64 errors (~2^-54 absolute) stay far below the fp32
+  ulp of the values the nearest fp32 arguments give (~1e-8). ``gelu_dx(+inf) = 1``, ``(-inf) = 0``.
 
 A vector unit computes every branch of a piecewise function, so the loops over many elements
-(``scalar._act_rows``) evaluate the central formula (``erf_central``, ``gelu_central``) everywhere
-and the outer one (``erf_outer``, ``gelu_outer``) only for the elements outside, gathered into a
-buffer: ``erf64`` and ``gelu64`` are the select between the same two, so every element gets the same
-value either way, for a fraction of the work on typical activations.
+(``scalar._act_rows``) evaluate the central formula (``erf_central``, ``gelu_central``,
+``gelu_dx_central``) everywhere and the outer one only for the elements outside, gathered into a
+buffer: ``erf64``, ``gelu64`` and ``gelu_dx64`` are the select between the same two, so every
+element gets the same value either way, for a fraction of the work on typical activations.
 
 The arguments are float64 values of fp32 numbers (what ScalarE's pipeline hands its function).
 """
@@ -54,6 +58,7 @@ INV_LN2 = float.fromhex("0x1.71547652b82fep+0")
 _ROUND_SHIFT = 6755399441055744.0  # 1.5 * 2^52: (t + shift) - shift rounds t to an integer, ties to even
 _EXP_LO, _EXP_HI = -700.0, 709.0
 INV_SQRT2 = float.fromhex("0x1.6a09e667f3bcdp-1")
+INV_SQRT_2PI = float.fromhex("0x1.9884533d43651p-2")  # 1 / sqrt(2 pi)
 CENTRAL_TOP = 1.0  # erf's series region |x| < 1, gelu's |x| / sqrt2 < 1
 
 
@@ -194,6 +199,30 @@ def gelu64(x):
     return gelu_central(x) if abs(x * INV_SQRT2) < CENTRAL_TOP else gelu_outer(x)
 
 
+@njit(cache=True, inline="always")
+def gelu_dx_central(x):
+    """``gelu_dx64(x)`` where ``|x * INV_SQRT2| < CENTRAL_TOP``: Phi by the series."""
+    e = exp64((-0.5 * x) * x)
+    return (0.5 + 0.5 * _erf_series(x * INV_SQRT2)) + x * (e * INV_SQRT_2PI)
+
+
+@njit(cache=True, inline="always")
+def gelu_dx_outer(x):
+    """``gelu_dx64(x)`` elsewhere (NaN and infinities included): Phi from ``Q``."""
+    a = abs(x * INV_SQRT2)
+    e = exp64((-0.5 * x) * x)
+    q = 0.5 * e * _erfc_scaled(a if a < _ERFC_TOP else _ERFC_TOP)
+    q = q if a < _ERFC_TOP else 0.0
+    y = (1.0 - q if x > 0 else q) + x * (e * INV_SQRT_2PI)
+    y = (1.0 if x > 0 else 0.0) if a == np.inf else y  # the limits (x * e would be inf * 0)
+    return x if x != x else y
+
+
+@njit(cache=True, inline="always")
+def gelu_dx64(x):
+    return gelu_dx_central(x) if abs(x * INV_SQRT2) < CENTRAL_TOP else gelu_dx_outer(x)
+
+
 # ---------------------------------------------------------------- numpy twins (float64 arrays)
 
 def _even_odd_np(even: np.ndarray, odd: np.ndarray, x: np.ndarray, x2: np.ndarray) -> np.ndarray:
@@ -261,3 +290,24 @@ def gelu_np(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(all="ignore"):
         return np.where(np.abs(x * INV_SQRT2) < CENTRAL_TOP, _gelu_central_np(x), _gelu_outer_np(x))
+
+
+def _gelu_dx_central_np(x: np.ndarray) -> np.ndarray:
+    e = exp_np((-0.5 * x) * x)
+    return (0.5 + 0.5 * _erf_series_np(x * INV_SQRT2)) + x * (e * INV_SQRT_2PI)
+
+
+def _gelu_dx_outer_np(x: np.ndarray) -> np.ndarray:
+    a = np.abs(x * INV_SQRT2)
+    e = exp_np((-0.5 * x) * x)
+    q = 0.5 * e * _erfc_scaled_np(np.where(a < _ERFC_TOP, a, _ERFC_TOP))
+    q = np.where(a < _ERFC_TOP, q, 0.0)
+    y = np.where(x > 0, 1.0 - q, q) + x * (e * INV_SQRT_2PI)
+    y = np.where(a == np.inf, np.where(x > 0, 1.0, 0.0), y)
+    return np.where(np.isnan(x), x, y)
+
+
+def gelu_dx_np(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        return np.where(np.abs(x * INV_SQRT2) < CENTRAL_TOP, _gelu_dx_central_np(x), _gelu_dx_outer_np(x))

@@ -73,7 +73,7 @@ import math
 import numbers
 
 import numpy as np
-from numba import njit
+from numba import carray, njit
 
 from neuronsim.errors import DtypeError
 from neuronsim.sim.chips import ChipSpec
@@ -90,7 +90,8 @@ from neuronsim.sim.engines.common import (
     require_same_shape,
 )
 from neuronsim.sim.ir import BITVEC_ALU_OPS, AccessPattern, AluOp, Engine, Instruction, Memory, Opcode
-from neuronsim.sim.memory.access import (
+from neuronsim.sim.memory.access import (  # the private pointer helpers: typed views of memory rows
+    _ITEMSIZE,
     AP_WIDTH,
     F_DTYPE,
     RefMemory,
@@ -106,13 +107,25 @@ from neuronsim.sim.memory.access import (
     load_rows_raw,
     row_address,
     row_offsets,
+    same_or_disjoint,
     store_rows_f32,
     store_rows_i64,
     store_rows_raw,
     u32_row,
     u32_rows,
+    _u8_ptr,
+    _u16_ptr,
+    _u32_ptr,
 )
-from neuronsim.sim.memory.numerics import CANONICAL_NAN_BITS, bits_from_f32, load_f32, load_i64
+from neuronsim.sim.memory.numerics import (
+    CANONICAL_NAN_BITS,
+    bits_from_f32,
+    load_f32,
+    load_i64,
+    load_u8,
+    load_u16,
+    load_u32,
+)
 
 UNARY_ALU_OPS = frozenset({AluOp.abs, AluOp.square, AluOp.relu, AluOp.rsqrt, AluOp.reciprocal, AluOp.invert})
 # Operators GpSimd computes natively on int32/uint32 tiles (tensor_tensor, S16).
@@ -1105,12 +1118,78 @@ def _encode_select(ins: Instruction) -> tuple[list[int], list[float]]:
     return [int(_select_is_raw(ins.dst, ins.srcs[1], ins.srcs[2]))], []
 
 
+_MIN_ROW_ELEMENTS = 64  # shorter rows go through the block path, which has no per-row setup
+
+
+@njit(cache=True, inline="always")
+def _bits_row(row, at, bases, p, offsets, scratch):
+    """Partition ``p`` of a 4-byte AP as uint32 bits: a view of memory when its row is contiguous
+    and aligned (partitions may overlap: this is for reading), else gathered into ``scratch``."""
+    addr = row_address(row, at, bases, p)
+    if offsets.size == 0 and addr % 4 == 0:
+        return carray(_u32_ptr(addr), (scratch.size,))
+    for j in range(scratch.size):
+        scratch[j] = load_u32(addr + offsets[j] if offsets.size else addr + 4 * j)
+    return scratch
+
+
+@njit(cache=True, inline="always")
+def _nonzero_row(row, at, bases, p, offsets, out):
+    """``out[j]`` = element j of partition ``p`` of an integer AP, nonzero exactly when the
+    element's value is (its raw bits; any nonzero bool byte is true)."""
+    item = _ITEMSIZE[row[at + F_DTYPE]]
+    addr = row_address(row, at, bases, p)
+    n = out.size
+    if offsets.size == 0 and item == 1:
+        v8 = carray(_u8_ptr(addr), (n,))
+        for j in range(n):
+            out[j] = v8[j]
+    elif offsets.size == 0 and item == 2 and addr % 2 == 0:
+        v16 = carray(_u16_ptr(addr), (n,))
+        for j in range(n):
+            out[j] = v16[j]
+    elif offsets.size == 0 and item == 4 and addr % 4 == 0:
+        v32 = carray(_u32_ptr(addr), (n,))
+        for j in range(n):
+            out[j] = v32[j]
+    else:
+        for j in range(n):
+            a = addr + (offsets[j] if offsets.size else item * j)
+            out[j] = load_u8(a) if item == 1 else (load_u16(a) if item == 2 else load_u32(a))
+
+
+@njit(cache=True)
+def _select_rows_u32(row, bases, offp, offt, offf):
+    """Raw select of 4-byte data partition by partition, straight into dst's rows; dst must have
+    contiguous, aligned, non-overlapping rows and each source be dst's very elements or share no
+    byte with it (then the row order is invisible). False when it does not apply, or when rows
+    are too short to repay the per-row setup (~50 ns: array views and their reference counts)."""
+    o = u32_rows(row, DST, bases, row_offsets(row, DST))
+    if o.shape[1] < _MIN_ROW_ELEMENTS or _ITEMSIZE[row[SRC1 + F_DTYPE]] != 4:
+        return False
+    for at in (SRC0, SRC1, SRC2):
+        if not same_or_disjoint(row, at, DST, bases):
+            return False
+    n = o.shape[1]
+    pred, ts, fs = np.empty(n, dtype=np.uint32), np.empty(n, dtype=np.uint32), np.empty(n, dtype=np.uint32)
+    for p in range(o.shape[0]):
+        _nonzero_row(row, SRC0, bases, p, offp, pred)
+        t = _bits_row(row, SRC1, bases, p, offt, ts)
+        f = _bits_row(row, SRC2, bases, p, offf, fs)
+        d = u32_row(o, p)
+        for j in range(n):
+            d[j] = t[j] if pred[j] != 0 else f[j]
+    return True
+
+
 @njit(cache=True)
 def _nb_select(row, frow, bases):
     parts, n = ap_parts(row, DST), ap_free(row, DST)
     offp, offt, offf = row_offsets(row, SRC0), row_offsets(row, SRC1), row_offsets(row, SRC2)
     offd = row_offsets(row, DST)
     block = block_rows(parts, n)
+    if row[IMM] == 1 and _select_rows_u32(row, bases, offp, offt, offf):
+        return
     predb = np.empty(block * n, dtype=np.int64)
     if row[IMM] == 1:
         ab = np.empty(block * n, dtype=np.int64)

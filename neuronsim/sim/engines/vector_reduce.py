@@ -34,7 +34,18 @@ from neuronsim.sim.engines.common import (
     require_same_shape,
 )
 from neuronsim.sim.ir import BITVEC_ALU_OPS, REDUCE_ALU_OPS, AccessPattern, AluOp, Instruction, Memory, Opcode
-from neuronsim.sim.memory.access import F_DTYPE, RefMemory, gather_f32, gather_i64, scatter_f32, scatter_i64
+from neuronsim.sim.memory.access import (
+    F_DTYPE,
+    RefMemory,
+    ap_free,
+    ap_parts,
+    f32_rows,
+    gather_f32,
+    gather_i64,
+    row_offsets,
+    scatter_f32,
+    scatter_i64,
+)
 
 # max8 / nc_find_index8 (S16): exactly 8 results per partition, from 8 to 16,384 elements read per
 # partition. The same in every NKI generation's docs, so it is an ISA constant, not a chip number.
@@ -212,13 +223,16 @@ def _nb_reduce(row, frow, bases):
                 out_i[p, k] = acc_i
         scatter_i64(row, DST, bases, out_i)
         return
-    x = gather_f32(row, SRC0, bases)
-    kept = x.shape[1] // group
-    out = np.empty((x.shape[0], kept), dtype=np.float32)
+    offs = row_offsets(row, SRC0)
+    x = f32_rows(row, SRC0, bases, offs)  # in place when plain (NaN payloads vanish in the store)
+    if not x.size:
+        x = gather_f32(row, SRC0, bases)
+    kept = ap_free(row, SRC0) // group
+    out = np.empty((ap_parts(row, SRC0), kept), dtype=np.float32)
     if op == _ADD or op == _MAX or op == _MIN:
-        _fold_across_partitions(op, x, group, out)
+        _fold_rows(op, x, group, out)
     else:
-        for p in range(x.shape[0]):
+        for p in range(out.shape[0]):
             for k in range(kept):
                 acc = identity_f32(op)
                 for r in range(group):
@@ -231,26 +245,56 @@ def _nb_reduce(row, frow, bases):
     scatter_f32(row, DST, bases, out)
 
 
+@njit(cache=True, inline="always")
+def _fold(op, a, b):
+    """One step of an add, max or min fold."""
+    if op == _ADD:
+        return a + b
+    if op == _MAX:
+        return _max(a, b)
+    return _min(a, b)
+
+
 @njit(cache=True)
-def _fold_across_partitions(op, x, group, out):
-    """The common folds (add, max, min) with every partition's chain still in order: the inner
-    loop steps across partitions, so the chains run side by side instead of one add latency per
-    element, and the operator is inlined instead of dispatched per element."""
+def _fold_rows(op, x, group, out):
+    """``_fold_rows_of`` with the operator a constant in each copy (no per-element dispatch)."""
+    if op == _ADD:
+        _fold_rows_of(_ADD, x, group, out)
+    elif op == _MAX:
+        _fold_rows_of(_MAX, x, group, out)
+    else:
+        _fold_rows_of(_MIN, x, group, out)
+
+
+@njit(cache=True, inline="always")
+def _fold_rows_of(op, x, group, out):
+    """``out[p, k]`` = the add, max or min fold, left to right from the identity, of
+    ``x[p, k*group : (k+1)*group]``. Eight partitions fold side by side, each chain in order in a
+    register: one fp32 latency per eight elements instead of per element."""
     parts, kept = out.shape
-    acc = np.empty(parts, dtype=np.float32)
-    for k in range(kept):
-        acc[:] = identity_f32(op)
-        for r in range(k * group, (k + 1) * group):
-            if op == _ADD:
-                for p in range(parts):
-                    acc[p] = acc[p] + x[p, r]
-            elif op == _MAX:
-                for p in range(parts):
-                    acc[p] = _max(acc[p], x[p, r])
-            else:
-                for p in range(parts):
-                    acc[p] = _min(acc[p], x[p, r])
-        out[:, k] = acc
+    init = identity_f32(op)
+    p = 0
+    while p + 8 <= parts:
+        for k in range(kept):
+            c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = init
+            for r in range(k * group, (k + 1) * group):
+                c0 = _fold(op, c0, x[p, r])
+                c1 = _fold(op, c1, x[p + 1, r])
+                c2 = _fold(op, c2, x[p + 2, r])
+                c3 = _fold(op, c3, x[p + 3, r])
+                c4 = _fold(op, c4, x[p + 4, r])
+                c5 = _fold(op, c5, x[p + 5, r])
+                c6 = _fold(op, c6, x[p + 6, r])
+                c7 = _fold(op, c7, x[p + 7, r])
+            out[p, k], out[p + 1, k], out[p + 2, k], out[p + 3, k] = c0, c1, c2, c3
+            out[p + 4, k], out[p + 5, k], out[p + 6, k], out[p + 7, k] = c4, c5, c6, c7
+        p += 8
+    for q in range(p, parts):
+        for k in range(kept):
+            c = init
+            for r in range(k * group, (k + 1) * group):
+                c = _fold(op, c, x[q, r])
+            out[q, k] = c
 
 
 # ---------------------------------------------------------------- tensor_tensor_scan
@@ -395,13 +439,50 @@ def _bn_half(x, p, first, n, out, at):
 
 
 @njit(cache=True)
+def _bn_half8(x, p, first, n, out, at):
+    """``_bn_half`` of partitions p .. p+7 side by side: eight chains in registers, each in the
+    same order as alone (one fp32 latency per eight elements instead of per element)."""
+    count = (n - first + 1) // 2
+    if count == 0:
+        for q in range(p, p + 8):
+            _bn_half(x, q, first, n, out, at)
+        return
+    c = np.float32(count)
+    t0, t1, t2, t3 = x[p, first], x[p + 1, first], x[p + 2, first], x[p + 3, first]
+    t4, t5, t6, t7 = x[p + 4, first], x[p + 5, first], x[p + 6, first], x[p + 7, first]
+    for j in range(first + 2, n, 2):
+        t0, t1, t2, t3 = t0 + x[p, j], t1 + x[p + 1, j], t2 + x[p + 2, j], t3 + x[p + 3, j]
+        t4, t5, t6, t7 = t4 + x[p + 4, j], t5 + x[p + 5, j], t6 + x[p + 6, j], t7 + x[p + 7, j]
+    m0, m1, m2, m3 = np.float32(t0 / c), np.float32(t1 / c), np.float32(t2 / c), np.float32(t3 / c)
+    m4, m5, m6, m7 = np.float32(t4 / c), np.float32(t5 / c), np.float32(t6 / c), np.float32(t7 / c)
+    v0 = v1 = v2 = v3 = v4 = v5 = v6 = v7 = np.float32(0.0)
+    for j in range(first, n, 2):
+        d0, d1, d2, d3 = x[p, j] - m0, x[p + 1, j] - m1, x[p + 2, j] - m2, x[p + 3, j] - m3
+        d4, d5, d6, d7 = x[p + 4, j] - m4, x[p + 5, j] - m5, x[p + 6, j] - m6, x[p + 7, j] - m7
+        v0, v1, v2, v3 = v0 + d0 * d0, v1 + d1 * d1, v2 + d2 * d2, v3 + d3 * d3
+        v4, v5, v6, v7 = v4 + d4 * d4, v5 + d5 * d5, v6 + d6 * d6, v7 + d7 * d7
+    for q, mean, var_count in ((0, m0, v0), (1, m1, v1), (2, m2, v2), (3, m3, v3), (4, m4, v4),
+                               (5, m5, v5), (6, m6, v6), (7, m7, v7)):
+        out[p + q, at] = c
+        out[p + q, at + 1] = mean
+        out[p + q, at + 2] = var_count
+
+
+@njit(cache=True)
 def _nb_bn_stats(row, frow, bases):
-    x = gather_f32(row, SRC0, bases)
-    parts, n = x.shape
+    x = f32_rows(row, SRC0, bases, row_offsets(row, SRC0))  # in place when plain (NaNs: see reduce)
+    if not x.size:
+        x = gather_f32(row, SRC0, bases)
+    parts, n = ap_parts(row, SRC0), ap_free(row, SRC0)
     out = np.empty((parts, 6), dtype=np.float32)
-    for p in range(parts):
-        _bn_half(x, p, 0, n, out, 0)
-        _bn_half(x, p, 1, n, out, 3)
+    p = 0
+    while p + 8 <= parts:
+        _bn_half8(x, p, 0, n, out, 0)
+        _bn_half8(x, p, 1, n, out, 3)
+        p += 8
+    for q in range(p, parts):
+        _bn_half(x, q, 0, n, out, 0)
+        _bn_half(x, q, 1, n, out, 3)
     scatter_f32(row, DST, bases, out)
 
 

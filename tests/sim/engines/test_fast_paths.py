@@ -429,3 +429,96 @@ def test_fused_vector_paths(layout):
                op1=op1, reverse1=True)
     b.emit(Opcode.DMA_COPY, o, [s])
     _assert_executors_agree(b, seed=5)
+
+
+@pytest.mark.parametrize("op", ["add", "maximum", "minimum"])
+def test_tensor_reduce_folds_partial_and_strided(op):
+    """The eight-partitions-abreast folds on 13 partitions (one block of eight, then five one by
+    one), reading plain rows in place and a strided view (every other column: gathered first),
+    on raw bits (NaN payloads, -0.0 vs +0.0 order, infinities)."""
+    from neuronsim.sim import AluOp, Engine
+    b = ProgramBuilder("reduce_partial")
+    a = b.hbm("a", (13, 66), "float32")
+    s = b.sbuf("s", (13, 66), "float32")
+    plain, strided = b.sbuf("plain", (13, 3), "float32"), b.sbuf("strided", (13, 1), "float32")
+    o1, o2 = b.hbm("o1", (13, 3), "float32", kind="output"), b.hbm("o2", (13, 1), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.TENSOR_REDUCE, plain, [s.ap([[66, 13], [22, 3], [1, 22]])], engine=Engine.VECTOR,
+           op=AluOp[op], num_axes=1)
+    b.emit(Opcode.TENSOR_REDUCE, strided, [s.ap([[66, 13], [2, 33]], offset=1)], engine=Engine.VECTOR,
+           op=AluOp[op], num_axes=1)
+    b.emit(Opcode.DMA_COPY, o1, [plain])
+    b.emit(Opcode.DMA_COPY, o2, [strided])
+    _assert_executors_agree(b, seed=11)
+
+
+@pytest.mark.parametrize("pred_dtype", ["uint8", "bool_", "int16", "uint32"])
+@pytest.mark.parametrize("layout", ["disjoint", "in_place", "overlapping"])
+def test_select_rows(pred_dtype, layout):
+    """Raw 4-byte select written row by row (rows of 80, above _MIN_ROW_ELEMENTS): on_true
+    broadcast along the free dim (step 0) and strided, on_false plain, on 77 partitions; dst
+    disjoint from the sources, the very elements of on_false (in place), or overlapping it by a
+    few columns (the buffered path). Random bits carry NaN payloads, which a raw select keeps."""
+    from neuronsim.sim import Engine
+    b = ProgramBuilder("select_rows")
+    a = b.hbm("a", (77, 320), "float32")
+    pr = b.hbm("pr", (77, 80), pred_dtype)
+    s, sp = b.sbuf("s", (77, 320), "float32"), b.sbuf("sp", (77, 80), pred_dtype)
+    o = b.hbm("o", (77, 320), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.DMA_COPY, sp, [pr])
+    pred = sp.ap([[80, 77], [1, 80]])
+    broadcast = s.ap([[320, 77], [0, 80]], offset=319)
+    strided = s.ap([[320, 77], [3, 40], [1, 2]], offset=160)
+    on_false = s.ap([[320, 77], [1, 80]])
+    dst = {"disjoint": s.ap([[320, 77], [1, 80]], offset=80), "in_place": on_false,
+           "overlapping": s.ap([[320, 77], [1, 80]], offset=5)}[layout]
+    b.emit(Opcode.SELECT, dst, [pred, broadcast, on_false], engine=Engine.VECTOR)
+    b.emit(Opcode.SELECT, dst, [pred, strided, on_false], engine=Engine.VECTOR)
+    b.emit(Opcode.DMA_COPY, o, [s])
+    _assert_executors_agree(b, seed=12)
+
+
+@pytest.mark.parametrize("func", ["identity", "copy"])
+@pytest.mark.parametrize("layout", ["side_by_side", "in_place", "strided"])
+def test_activation_affine_rows(func, layout):
+    """copy / identity between plain fp32 rows in one pass (scale and bias tiles, reduce), into
+    a tile beside the source in the same partitions, in place, and from a strided view (the
+    buffered path), on 77 partitions of raw bits (NaN payloads, -0.0, subnormals, infinities)."""
+    from neuronsim.sim import ActFunc, Engine
+    b = ProgramBuilder("act_affine")
+    a, t = b.hbm("a", (77, 100), "float32"), b.hbm("t", (77, 2), "float32")
+    s, st = b.sbuf("s", (77, 100), "float32"), b.sbuf("st", (77, 2), "float32")
+    r = b.sbuf("r", (77, 1), "float32")
+    o, orr = b.hbm("o", (77, 100), "float32", kind="output"), b.hbm("or", (77, 1), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.DMA_COPY, st, [t])
+    src = s.ap([[100, 77], [2, 30]]) if layout == "strided" else s.ap([[100, 77], [1, 30]])
+    dst = s.ap([[100, 77], [1, 30]]) if layout == "in_place" else s.ap([[100, 77], [1, 30]], offset=64)
+    b.emit(Opcode.ACTIVATION, dst, [src, st.ap([[2, 77], [1, 1]]), st.ap([[2, 77], [1, 1]], offset=1)],
+           engine=Engine.SCALAR, dst2=r, func=ActFunc[func], bias_is_tile=True, scale_is_tile=True,
+           reduce=True)
+    b.emit(Opcode.ACTIVATION, dst, [src], engine=Engine.SCALAR, func=ActFunc[func], scale=-0.75, bias=0.5)
+    b.emit(Opcode.DMA_COPY, o, [s])
+    b.emit(Opcode.DMA_COPY, orr, [r])
+    _assert_executors_agree(b, seed=13)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 9, 15, 64])
+def test_bn_stats_eight_abreast(n):
+    """bn_stats with eight partitions side by side on 13 partitions (one block, five alone), odd
+    and tiny free sizes (n = 1: an empty odd half), reading plain rows in place and a strided
+    view (gathered), on raw bits (NaN payloads, infinities, -0.0, subnormals). The short rows
+    show order mistakes best: in long ones the random huge values overflow most sums to inf."""
+    from neuronsim.sim import Engine
+    b = ProgramBuilder("bn_stats8")
+    a = b.hbm("a", (13, 2 * n), "float32")
+    s = b.sbuf("s", (13, 2 * n), "float32")
+    plain, strided = b.sbuf("plain", (13, 6), "float32"), b.sbuf("strided", (13, 6), "float32")
+    o1, o2 = b.hbm("o1", (13, 6), "float32", kind="output"), b.hbm("o2", (13, 6), "float32", kind="output")
+    b.emit(Opcode.DMA_COPY, s, [a])
+    b.emit(Opcode.BN_STATS, plain, [s.ap([[2 * n, 13], [1, n]])], engine=Engine.VECTOR)
+    b.emit(Opcode.BN_STATS, strided, [s.ap([[2 * n, 13], [2, n]], offset=1)], engine=Engine.VECTOR)
+    b.emit(Opcode.DMA_COPY, o1, [plain])
+    b.emit(Opcode.DMA_COPY, o2, [strided])
+    _assert_executors_agree(b, seed=14)

@@ -91,6 +91,8 @@ def _expected_f32(func: ActFunc, a: np.ndarray) -> np.ndarray:
             ActFunc.sigmoid: lambda: 1 / (1 + np.exp(-a)),
             ActFunc.relu: lambda: np.maximum(a, 0),
             ActFunc.gelu: lambda: 0.5 * a * (1 + scipy.special.erf(a / SQRT2)),
+            ActFunc.gelu_dx: lambda: (0.5 * (1 + scipy.special.erf(a / np.float64(SQRT2)))
+                                      + a * np.exp(-0.5 * np.float64(a) ** 2) / math.sqrt(2 * math.pi)),
             ActFunc.gelu_apprx_tanh: lambda: 0.5 * a * (1 + np.tanh(np.float32(math.sqrt(2 / math.pi))
                                                                    * (a + np.float32(0.044715) * a ** 3))),
             ActFunc.silu: lambda: a / (1 + np.exp(-a)),

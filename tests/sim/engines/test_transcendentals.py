@@ -1,5 +1,5 @@
-"""exp, erf and gelu of ScalarE (``sim/engines/transcendentals.py``): the Numba functions and their
-numpy twins agree bit for bit, and their fp32 roundings are accurate (against libm on dense sweeps,
+"""exp, erf, gelu and gelu_dx of ScalarE (``sim/engines/transcendentals.py``): the Numba functions
+and their numpy twins agree bit for bit, and their fp32 roundings are accurate (against libm on dense sweeps,
 against 40-digit mpmath on samples). The erfc coefficients are the interpolants they claim to be."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from neuronsim.sim.engines import scalar
 from neuronsim.sim.engines import transcendentals as T
 from neuronsim.sim.ir import ActFunc
 
-FUNCS = {"exp": 0, "erf": 1, "gelu": 2}
-TWINS = {"exp": T.exp_np, "erf": T.erf_np, "gelu": T.gelu_np}
+FUNCS = {"exp": 0, "erf": 1, "gelu": 2, "gelu_dx": 3}
+TWINS = {"exp": T.exp_np, "erf": T.erf_np, "gelu": T.gelu_np, "gelu_dx": T.gelu_dx_np}
 
 
 @njit  # not cached: Numba would not notice a change to transcendentals.py from this file
@@ -27,8 +27,10 @@ def _numba_values(which, x):
             out[i] = T.exp64(x[i])
         elif which == 1:
             out[i] = T.erf64(x[i])
-        else:
+        elif which == 2:
             out[i] = T.gelu64(x[i])
+        else:
+            out[i] = T.gelu_dx64(x[i])
     return out
 
 
@@ -49,13 +51,15 @@ def _fp32_inputs(rng, n: int) -> np.ndarray:
 
 
 @njit
-def _region_values(gelu, x, central):
+def _region_values(which, x, central):
     out = np.empty_like(x)
     for i in range(x.size):
-        if central:
-            out[i] = T.gelu_central(x[i]) if gelu else T.erf_central(x[i])
+        if which == 1:
+            out[i] = T.erf_central(x[i]) if central else T.erf_outer(x[i])
+        elif which == 2:
+            out[i] = T.gelu_central(x[i]) if central else T.gelu_outer(x[i])
         else:
-            out[i] = T.gelu_outer(x[i]) if gelu else T.erf_outer(x[i])
+            out[i] = T.gelu_dx_central(x[i]) if central else T.gelu_dx_outer(x[i])
     return out
 
 
@@ -83,9 +87,19 @@ def _gelu_libm(v: float) -> float:
     return v * 0.5 * math.erfc(-v / math.sqrt(2.0))  # erfc: no cancellation for negative v
 
 
-LIBM = {"exp": lambda v: math.exp(v) if v < 709 else math.inf, "erf": math.erf, "gelu": _gelu_libm}
-MPMATH = {"exp": mpmath.exp, "erf": mpmath.erf, "gelu": lambda v: v * mpmath.erfc(-v / mpmath.sqrt(2)) / 2}
-RANGES = {"exp": (-104.0, 88.7), "erf": (-6.5, 6.5), "gelu": (-16.0, 9.0)}
+def _gelu_dx_libm(v: float) -> float:
+    return 0.5 * math.erfc(-v / math.sqrt(2.0)) + v * math.exp(-0.5 * v * v) / math.sqrt(2.0 * math.pi)
+
+
+def _gelu_dx_mpmath(v):
+    return mpmath.erfc(-v / mpmath.sqrt(2)) / 2 + v * mpmath.exp(-v * v / 2) / mpmath.sqrt(2 * mpmath.pi)
+
+
+LIBM = {"exp": lambda v: math.exp(v) if v < 709 else math.inf, "erf": math.erf, "gelu": _gelu_libm,
+        "gelu_dx": _gelu_dx_libm}
+MPMATH = {"exp": mpmath.exp, "erf": mpmath.erf, "gelu": lambda v: v * mpmath.erfc(-v / mpmath.sqrt(2)) / 2,
+          "gelu_dx": _gelu_dx_mpmath}
+RANGES = {"exp": (-104.0, 88.7), "erf": (-6.5, 6.5), "gelu": (-16.0, 9.0), "gelu_dx": (-14.0, 6.0)}
 
 
 @pytest.mark.parametrize("name", FUNCS)
@@ -121,6 +135,8 @@ def test_limits_and_special_values():
         y = fn(x)
         np.testing.assert_array_equal(y, [0.0, -0.0, -0.0, 0.0, 1e4, np.inf, np.nan])
         assert not np.signbit(y[0]) and np.signbit(y[1])
+    for fn in (T.gelu_dx_np, lambda v: _numba_values(3, v)):  # gelu_dx: 0 and 1 in the limits
+        np.testing.assert_array_equal(fn(x), [0.0, -0.0, 0.5, 0.5, 1.0, 1.0, np.nan])
 
 
 def _interpolant(f, lo, hi, degree: int) -> list[float]:
@@ -154,11 +170,16 @@ def test_coefficients_are_the_interpolants():
     np.testing.assert_array_equal(T.ERFC_C, _interpolant(_erfc_c, -1, 1, T.ERFC_C.size - 1))
 
 
-def _relative_error_log2(got: np.ndarray, x: np.ndarray, f) -> float:
-    """log2 of the largest relative error; relative to fp32's smallest normal below it (gelu's
-    fp32 results underflow long before its float64 tail stops at 0)."""
+def _relative_error_log2(got: np.ndarray, x: np.ndarray, f, floor: float = 2.0**-126) -> float:
+    """log2 of the largest relative error; relative to ``floor`` below it (fp32's smallest normal:
+    gelu's fp32 results underflow long before its float64 tail stops at 0)."""
     truth = np.array([float(f(mpmath.mpf(float(v)))) for v in x])
-    return float(np.log2(np.max(np.abs(got - truth) / np.maximum(np.abs(truth), 2.0**-126))))
+    return float(np.log2(np.max(np.abs(got - truth) / np.maximum(np.abs(truth), floor))))
+
+
+# gelu_dx crosses 0 at x ~ -0.75, where its two terms cancel: there its float64 error is absolute
+# (below 2^-53), so it is measured relative to max(|gelu_dx|, 1/16).
+FLOORS = {"gelu_dx": 2.0**-4}
 
 
 @pytest.mark.parametrize("name", FUNCS)
@@ -170,20 +191,20 @@ def test_float64_error_is_far_below_fp32_half_ulp(name):
     lo, hi = RANGES[name]
     x = np.random.default_rng(7).uniform(lo, hi, 3000).astype(np.float32).astype(np.float64)
     x = x[x != 0]
-    assert _relative_error_log2(TWINS[name](x), x, MPMATH[name]) < -49
+    assert _relative_error_log2(TWINS[name](x), x, MPMATH[name], FLOORS.get(name, 2.0**-126)) < -49
 
 
-@pytest.mark.parametrize("name", ["erf", "gelu"])
+@pytest.mark.parametrize("name", ["erf", "gelu", "gelu_dx"])
 def test_central_and_outer_formulas_are_the_function_in_their_regions(name):
     """The loops that run the central formula on every element and the outer one on the rest
     rely on each being the same bits as the whole function in its region."""
     x = np.linspace(-1.5, 1.5, 200_001).astype(np.float32).astype(np.float64)
     x = np.concatenate([x, -x * 1e-30, [0.0, -0.0, 1e-45, -1e-45], _fp32_inputs(np.random.default_rng(9), 50_000)])
-    gelu = name == "gelu"
-    inside = np.abs(x * T.INV_SQRT2 if gelu else x) < T.CENTRAL_TOP
+    inside = np.abs(x if name == "erf" else x * T.INV_SQRT2) < T.CENTRAL_TOP
     assert inside.sum() > 100_000 and (~inside).sum() > 50_000
-    whole = _numba_values(FUNCS[name], x)
-    central, outer = _region_values(gelu, x[inside], True), _region_values(gelu, x[~inside], False)
+    which = FUNCS[name]
+    whole = _numba_values(which, x)
+    central, outer = _region_values(which, x[inside], True), _region_values(which, x[~inside], False)
     assert _same_bits(central, whole[inside]).all()
     assert _same_bits(outer, whole[~inside]).all()
 
