@@ -134,8 +134,8 @@ def _run_fast(plan: OpPlan, fast: str, args: tuple, kwargs: dict, charge: bool =
                 for x in a:
                     if isinstance(x, Tensor):
                         return _SLOW
-        elif isinstance(a, torch.device | torch.dtype):
-            return _SLOW
+        elif isinstance(a, torch.device) or (narrow and isinstance(a, torch.dtype) and a in _NARROW):
+            return _SLOW  # (a dtype that is not narrowed passes as it is, as in the slow path)
         hargs.append(a)
     if kwargs:
         for v in kwargs.values():
@@ -187,11 +187,23 @@ def host_runner(plan: OpPlan, args: tuple, kwargs: dict, varying: frozenset = fr
                                              and not (narrow and x.dtype in _NARROW) for x in a):
                     return None
                 lists.append(pos)
-        elif isinstance(a, torch.device | torch.dtype):
+        elif isinstance(a, torch.device) or (narrow and isinstance(a, torch.dtype) and a in _NARROW):
             return None
     if not tensors and not lists:
         return None
     call = plan.call
+    if not lists and not numbers and len(tensors) == len(args):
+        # Every positional argument a device tensor (``add(a, b)``, ``mm``, ``add_``): the common
+        # case of a training step, with no per-position loop.
+        if fast == "fresh":
+            def runner(args: tuple, kwargs: dict, index: int):
+                return _fresh_result(call(*map(host_view, args), **kwargs), index)
+            return runner
+        if fast == "self" or fast == "none":
+            def runner(args: tuple, kwargs: dict, index: int):
+                call(*map(host_view, args), **kwargs)
+                return args[0] if fast == "self" else None
+            return runner
 
     def runner(args: tuple, kwargs: dict, index: int):
         hargs = list(args)
@@ -204,14 +216,18 @@ def host_runner(plan: OpPlan, args: tuple, kwargs: dict, varying: frozenset = fr
             hargs[p] = number_as_tensor(args[p])
         result = call(*hargs, **kwargs)
         if fast == "fresh":
-            if isinstance(result, Tensor):
-                return adopt(result, index) if result.is_cpu else result
-            return _adopt_all(result, index, ())
+            return _fresh_result(result, index)
         if fast == "fresh_many":
             return _adopt_all(tuple(result), index, ())
         return args[0] if fast == "self" else None
 
     return runner
+
+
+def _fresh_result(result, index: int):
+    if isinstance(result, Tensor):
+        return adopt(result, index) if result.is_cpu else result
+    return _adopt_all(result, index, ())
 
 
 def _finish_other_result(plan, result, signature, bytes_in, index, charge: bool):

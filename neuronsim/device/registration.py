@@ -38,9 +38,12 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):
         return True
 
 
+_PRIVATEUSE1 = torch._C._autograd.DeviceType.PrivateUse1
+
+
 class _Guard(torch._C._acc.DeviceGuard):
-    def type_(self):
-        return torch._C._autograd.DeviceType.PrivateUse1
+    def type_(self):  # asked by the C++ guard for every stream query (autograd: each op's outputs)
+        return _PRIVATEUSE1
 
 
 def is_registered() -> bool:

@@ -194,6 +194,8 @@ def signature_key(args: tuple, kwargs: dict, runtime: frozenset = frozenset(),
     is checked element by element against the same element of the other lists, as ATen's
     multi-tensor kernels pair them.
     """
+    if not (runtime or kwargs or inplace):
+        return (tuple(map(_arg_key, args)),)  # most calls: the general path below gives the same
     if runtime:
         key = [tuple(_runtime_key(a) if i in runtime else _arg_key(a) for i, a in enumerate(args))]
     else:

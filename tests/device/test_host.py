@@ -144,6 +144,8 @@ def test_fast_numerics_take_scalars_keywords_and_index_tensors_as_the_cpu_does()
         "in place": lambda a, b, i: a.clone().mul_(b),
         "int64 index": lambda a, b, i: a.index_select(0, i),
         "two results": lambda a, b, i: torch.max(a, dim=1),
+        "dtype argument": lambda a, b, i: aten._softmax_backward_data(b, a.softmax(1), 1, torch.float32),
+        "all tensors": lambda a, b, i: aten.mm(a, b.t().contiguous()),
     }
     for name, fn in cases.items():
         expected = fn(x, y, index)

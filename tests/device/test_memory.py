@@ -9,7 +9,9 @@ import torch
 
 import neuronsim
 from neuronsim import env
+from neuronsim.device import hbm, memory
 from neuronsim.device.hbm import LARGE_POOL_MIN_BYTES
+from neuronsim.errors import HbmCapacityError
 from neuronsim.options import from_environment
 
 MiB = 1 << 20
@@ -72,6 +74,75 @@ def test_memory_stats_use_cuda_style_flat_keys():
     assert torch.neuron.memory_reserved() == torch.neuron.memory_allocated()
     assert list(stats) == sorted(stats)
     del large, small
+
+
+def test_each_pool_counts_its_own_bytes_counts_and_peaks():
+    """A private ledger, so other tests' storages do not move the numbers: every metric of every
+    pool, through charges, a free and a refused charge."""
+    ledger = hbm.HbmLedger(99)
+    large = torch.empty(LARGE_POOL_MIN_BYTES, dtype=torch.uint8).untyped_storage()
+    small = torch.empty(10).untyped_storage()
+    small2 = torch.empty(3).untyped_storage()
+    ledger.charge(large)
+    ledger.charge(small)
+    ledger.charge(small2)
+    ledger.charge(torch.empty(0).untyped_storage())  # nothing to charge
+    del small2
+    gc.collect()
+
+    def row(name, pool):
+        stats = ledger.stats()
+        return [stats[f"{name}.{pool}.{m}"] for m in ("current", "peak", "allocated", "freed")]
+
+    big = LARGE_POOL_MIN_BYTES
+    assert row("allocated_bytes", "all") == [big + 40, big + 52, big + 52, 12]
+    assert row("allocated_bytes", "large_pool") == [big, big, big, 0]
+    assert row("allocated_bytes", "small_pool") == [40, 52, 52, 12]
+    assert row("allocation", "all") == [2, 3, 3, 1]
+    assert row("allocation", "large_pool") == [1, 1, 1, 0]
+    assert row("allocation", "small_pool") == [1, 2, 2, 1]
+    with neuronsim.options(hbm_bytes=big + 50):
+        with pytest.raises(HbmCapacityError):
+            ledger.charge(torch.empty(4).untyped_storage())
+    assert row("allocated_bytes", "all") == [big + 40, big + 52, big + 52, 12], "a refused charge changes nothing"
+    assert ledger.stats()["num_ooms"] == 1
+    del large
+    gc.collect()
+    assert row("allocated_bytes", "all") == [40, big + 52, big + 52, big + 12]
+    assert row("allocation", "large_pool") == [0, 1, 1, 1]
+    ledger.reset_peak()
+    assert row("allocated_bytes", "all")[1] == 40
+    del small
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_storage_bytes_is_the_extent_of_the_view(seed):
+    """Bytes from the first to one past the last element, 0 for an empty view: as the strided
+    span of a host tensor of the same sizes and strides (zero, broadcast and gapped strides)."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(200):
+        dims = int(torch.randint(0, 4, (), generator=g))
+        size = torch.randint(0, 4, (dims,), generator=g).tolist()
+        stride = torch.randint(0, 7, (dims,), generator=g).tolist()
+        dtype = (torch.float32, torch.float16, torch.int64)[int(torch.randint(0, 3, (), generator=g))]
+        t = torch.empty_strided(size, stride, dtype=dtype)
+        expected = 0 if t.numel() == 0 else (1 + sum((s - 1) * st for s, st in zip(size, stride))) * dtype.itemsize
+        assert memory.storage_bytes(size, stride, dtype) == expected, (size, stride, dtype)
+        assert t.untyped_storage().nbytes() == expected  # ATen allocates the same extent
+
+
+def test_host_view_and_adopt_share_bytes_and_keep_them_alive():
+    host = torch.arange(12, dtype=torch.float32).reshape(3, 4)[:, 1:3]
+    device = memory.adopt(host.clone(), 0)
+    assert device.device.type == "neuron" and device.shape == (3, 2)
+    view = memory.host_view(device)
+    assert view.device.type == "cpu" and view.stride() == device.stride()
+    assert view.data_ptr() == device.data_ptr()
+    del device
+    gc.collect()
+    assert torch.equal(view, host), "the host view keeps the device storage alive"
+    view[0, 0] = -1.0
+    assert memory.host_view(memory.adopt(view, 0))[0, 0] == -1.0
 
 
 def test_reset_accumulated_stats():
