@@ -62,33 +62,18 @@ class HbmLedger:
         """Charge a new storage (``nbytes``: its size, when the caller knows it)."""
         if nbytes is None:
             nbytes = storage.nbytes()
-        if not nbytes:
+        if nbytes == 0:
             return
-        # Every allocation pays this: the four rows it moves are updated inline, not in a loop.
-        large = nbytes >= LARGE_POOL_MIN_BYTES
+        pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
         with self._lock:
-            b_all, c_all = self._bytes[0], self._count[0]
-            cur = b_all[_CUR] + nbytes
-            if cur > settings.hbm_capacity_bytes():
-                self.check(nbytes)  # raises, counting the OOM
+            self.check(nbytes)
             self._live[weakref.ref(storage, self._release)] = nbytes
-            b_all[_CUR] = cur
-            b_all[_ALLOC] += nbytes
-            if cur > b_all[_PEAK]:
-                b_all[_PEAK] = cur
-            cur = c_all[_CUR] = c_all[_CUR] + 1
-            c_all[_ALLOC] += 1
-            if cur > c_all[_PEAK]:
-                c_all[_PEAK] = cur
-            b_pool, c_pool = (self._bytes[1], self._count[1]) if large else (self._bytes[2], self._count[2])
-            cur = b_pool[_CUR] = b_pool[_CUR] + nbytes
-            b_pool[_ALLOC] += nbytes
-            if cur > b_pool[_PEAK]:
-                b_pool[_PEAK] = cur
-            cur = c_pool[_CUR] = c_pool[_CUR] + 1
-            c_pool[_ALLOC] += 1
-            if cur > c_pool[_PEAK]:
-                c_pool[_PEAK] = cur
+            for row, amount in ((self._bytes[0], nbytes), (self._bytes[pool], nbytes),
+                                (self._count[0], 1), (self._count[pool], 1)):
+                cur = row[_CUR] = row[_CUR] + amount
+                row[_ALLOC] += amount
+                if cur > row[_PEAK]:
+                    row[_PEAK] = cur
 
     def _release(self, ref: weakref.ref) -> None:
         with self._lock:
@@ -96,15 +81,12 @@ class HbmLedger:
             if not nbytes:
                 return
             pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
-            b_all, b_pool, c_all, c_pool = self._bytes[0], self._bytes[pool], self._count[0], self._count[pool]
-            b_all[_CUR] -= nbytes
-            b_all[_FREED] += nbytes
-            b_pool[_CUR] -= nbytes
-            b_pool[_FREED] += nbytes
-            c_all[_CUR] -= 1
-            c_all[_FREED] += 1
-            c_pool[_CUR] -= 1
-            c_pool[_FREED] += 1
+            for row in (self._bytes[0], self._bytes[pool]):
+                row[_CUR] -= nbytes
+                row[_FREED] += nbytes
+            for row in (self._count[0], self._count[pool]):
+                row[_CUR] -= 1
+                row[_FREED] += 1
 
     def reset_peak(self) -> None:
         with self._lock:
