@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from kernel_checks import DTYPES, ran_natively
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from neuronsim.device import clock, dispatch
 from neuronsim.kernels import op_overload, registry
-from tests.kernels.conftest import DTYPES, ran_natively
 
 FWD = "aten::_scaled_dot_product_fused_attention_overrideable"
 BWD = "aten::_scaled_dot_product_fused_attention_overrideable_backward"

@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from kernel_checks import DTYPES, ran_natively
 
 from neuronsim.kernels import registry
 from neuronsim.options import options
-from tests.kernels.conftest import DTYPES, ran_natively
 
 aten = torch.ops.aten
 FWD, BWD = "aten::native_dropout", "aten::native_dropout_backward"
