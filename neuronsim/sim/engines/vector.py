@@ -90,7 +90,7 @@ from neuronsim.sim.engines.common import (
     require_same_shape,
 )
 from neuronsim.sim.ir import BITVEC_ALU_OPS, AccessPattern, AluOp, Engine, Instruction, Memory, Opcode
-from neuronsim.sim.memory.access import (  # the private pointer helpers: typed views of memory rows
+from neuronsim.sim.memory.access import (
     AP_WIDTH,
     F_DTYPE,
     ITEMSIZE,
@@ -1147,10 +1147,15 @@ def _nonzero_row(row, at, bases, p, offsets, out):
         v32 = carray(u32_ptr(addr), (n,))
         for j in range(n):
             out[j] = v32[j]
+    elif item == 1:  # strided or unaligned: one loop per width (no dtype switch inside a loop,
+        for j in range(n):  # the code shape LLVM once miscompiled in Numba's cached objects)
+            out[j] = load_u8(addr + (offsets[j] if offsets.size else j))
+    elif item == 2:
+        for j in range(n):
+            out[j] = load_u16(addr + (offsets[j] if offsets.size else 2 * j))
     else:
         for j in range(n):
-            a = addr + (offsets[j] if offsets.size else item * j)
-            out[j] = load_u8(a) if item == 1 else (load_u16(a) if item == 2 else load_u32(a))
+            out[j] = load_u32(addr + (offsets[j] if offsets.size else 4 * j))
 
 
 @njit(cache=True)
