@@ -145,7 +145,7 @@ _NO_OP = -1  # op1 absent
 _NO_SLOT = -1  # operand given as an immediate
 
 _BYPASS = int(AluOp.bypass)
-_ADD, _SUB, _MUL = int(AluOp.add), int(AluOp.subtract), int(AluOp.multiply)
+_ADD, _SUB, _MUL, _DIV = int(AluOp.add), int(AluOp.subtract), int(AluOp.multiply), int(AluOp.divide)
 _MAX, _MIN, _AMAX, _AMIN = int(AluOp.maximum), int(AluOp.minimum), int(AluOp.abs_max), int(AluOp.abs_min)
 _EQ, _NE, _GT, _GE, _LT, _LE = (int(AluOp.equal), int(AluOp.not_equal), int(AluOp.greater),
                                 int(AluOp.greater_equal), int(AluOp.less), int(AluOp.less_equal))
@@ -477,6 +477,8 @@ def _alu_step(op, x, s, reverse):
         return x * s
     if op == _SUB and not reverse:
         return x - s
+    if op == _DIV:  # IEEE division is alu's divide (x / +-0 = +-inf, 0 / 0 = NaN), with no
+        return np.true_divide(s, x) if reverse else np.true_divide(x, s)  # ZeroDivisionError branch
     return alu_f32(op, s, x) if reverse else alu_f32(op, x, s)
 
 
@@ -493,6 +495,9 @@ def _fused_ts_f32(a, o, op0, s0, rev0, op1, s1, rev1):
             elif op0 == _ADD:
                 for j in range(n):
                     d[j] = canonical_f32_bits(x[j] + sp)
+            elif op0 == _DIV and not rev0:
+                for j in range(n):
+                    d[j] = canonical_f32_bits(np.true_divide(x[j], sp))
             else:
                 for j in range(n):
                     d[j] = canonical_f32_bits(_alu_step(op0, x[j], sp, rev0))
@@ -526,6 +531,9 @@ def _fused_stt_f32(a, b, o, op0, s0, rev0, op1, rev1):
         elif op0 == _SUB and op1 == _MUL and not rev0:
             for j in range(n):
                 d[j] = canonical_f32_bits((x[j] - sp) * y[j])
+        elif op0 == _MUL and op1 == _DIV and not rev0 and not rev1:  # addcdiv's (value * t1) / t2
+            for j in range(n):
+                d[j] = canonical_f32_bits(np.true_divide(x[j] * sp, y[j]))
         else:
             for j in range(n):
                 d[j] = canonical_f32_bits(_alu_step(op1, _alu_step(op0, x[j], sp, rev0), y[j], rev1))

@@ -431,6 +431,46 @@ def test_fused_vector_paths(layout):
     _assert_executors_agree(b, seed=5)
 
 
+def test_fused_division_is_alu_divide():
+    """The vectorized divisions (tensor_scalar ``x / s``, scalar_tensor_tensor ``(x * s) / y`` as
+    addcdiv issues it) against the reference's ALU divide on dividends and divisors that are
+    +-0, +-inf, NaN, subnormal or huge: x / +-0 = +-inf by the signs, 0 / 0 and NaN give NaN."""
+    from neuronsim.sim import AluOp, Engine
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -3e-39, 3e38, -1.0, 2.5],
+                        np.float32)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((128, 96)).astype(np.float32)
+    y = rng.standard_normal((128, 96)).astype(np.float32)
+    x[:, :10], y[:, 10:20] = specials, specials
+    x[:, 20:30], y[:, 20:30] = specials, specials[::-1]
+    col = rng.standard_normal((128, 1)).astype(np.float32)
+    col[:10, 0] = specials
+    b = ProgramBuilder("divide")
+    tile, column = (128, 96), (128, 1)
+    hx, hy, hc = b.hbm("x", tile, "float32"), b.hbm("y", tile, "float32"), b.hbm("c", column, "float32")
+    sx, sy, sc = b.sbuf("sx", tile, "float32"), b.sbuf("sy", tile, "float32"), b.sbuf("sc", column, "float32")
+    d1, d2 = b.sbuf("d1", tile, "float32"), b.sbuf("d2", tile, "float32")
+    o1, o2 = b.hbm("o1", tile, "float32", kind="output"), b.hbm("o2", tile, "float32", kind="output")
+    for dst, src in ((sx, hx), (sy, hy), (sc, hc)):
+        b.emit(Opcode.DMA_COPY, dst, [src])
+    vec = Engine.VECTOR
+    b.emit(Opcode.TENSOR_SCALAR, d1, [sx, sc], engine=vec, op0=AluOp.divide, operand0_is_tile=True)
+    b.emit(Opcode.SCALAR_TENSOR_TENSOR, d2, [sx, sc, sy], engine=vec, op0=AluOp.multiply,
+           operand0_is_tile=True, op1=AluOp.divide)
+    b.emit(Opcode.DMA_COPY, o1, [d1])
+    b.emit(Opcode.DMA_COPY, o2, [d2])
+    program = b.build()
+    out = {e: sim.run(program, {"x": x, "y": y, "c": col}, "trn2", executor=e).outputs
+           for e in ("reference", "numba")}
+    for name in ("o1", "o2"):
+        np.testing.assert_array_equal(_bits(out["numba"][name]), _bits(out["reference"][name]), err_msg=name)
+    with np.errstate(all="ignore"):
+        want = (x * col) / y
+    got = out["numba"]["o2"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
+
+
 @pytest.mark.parametrize("op", ["add", "maximum", "minimum"])
 def test_tensor_reduce_folds_partial_and_strided(op):
     """The eight-partitions-abreast folds on 13 partitions (one block of eight, then five one by
