@@ -59,7 +59,6 @@ from neuronsim.kernels.bridge import (
 )
 from neuronsim.options import current as current_options
 from neuronsim.sim import execute_numba
-from neuronsim.sim.ir import Memory
 from neuronsim.sim.memory.state import core_memory
 
 Tensor = torch.Tensor
@@ -286,14 +285,7 @@ class Entry:
         cached = self._bases
         if cached is not None and cached[0] is core:
             return cached[1]
-        bases = np.zeros(len(prep.program.tensors), dtype=np.int64)
-        for t in prep.program.tensors:
-            if t.memory is Memory.HBM:
-                fixed = self.fixed_arrays.get(t.id)
-                if fixed is not None:
-                    bases[t.id] = fixed.ctypes.data
-            else:
-                bases[t.id] = core.on_chip_address(t, prep.placement)
+        bases = core.executor_bases(prep.program, prep.placement, self.fixed_arrays)
         self._bases = (core, bases)
         return bases
 

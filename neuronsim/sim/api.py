@@ -98,12 +98,6 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
                 offsets.append(off)
         execute_reference.execute(program, RefMemory(buffers, offsets, core.pitch))
     else:
-        bases = np.empty(len(program.tensors), dtype=np.int64)
-        for t in program.tensors:
-            if t.memory is Memory.HBM:
-                bases[t.id] = hbm[t.id].ctypes.data
-            else:
-                bases[t.id] = core.on_chip_address(t, prep.placement)
-        execute_numba.execute(prep.itab, prep.ftab, bases)
+        execute_numba.execute(prep.itab, prep.ftab, core.executor_bases(program, prep.placement, hbm))
     outputs = {t.name: hbm[t.id] for t in program.hbm_tensors() if t.kind in ("output", "inout")}
     return RunResult(outputs, prep.timeline, prep)

@@ -88,13 +88,8 @@ def case(name, tensors, make, seed):
     before = sim.run(prefix, arrays, CHIP, executor="reference", uninitialized_memory="zero")
     prep = prepare(full, CHIP, uninitialized_memory="zero")
     assert prep.placement.byte_offset == before.prepared.placement.byte_offset
-    core = core_memory(prep.chip)
-    bases = np.empty(len(full.tensors), dtype=np.int64)
-    for t in full.tensors:
-        if t.memory is Memory.HBM:
-            bases[t.id] = arrays[t.name].ctypes.data
-        else:
-            bases[t.id] = core.on_chip_address(t, prep.placement)
+    hbm = {t.id: arrays[t.name] for t in full.tensors if t.memory is Memory.HBM}
+    bases = core_memory(prep.chip).executor_bases(full, prep.placement, hbm)
     kernel = vector._nb_copy_predicated if op is Opcode.TENSOR_COPY_PREDICATED else vector._nb_select
     kernel(prep.itab[-1], prep.ftab[-1], bases)
     got = dst_bytes(before)

@@ -80,6 +80,18 @@ class CoreMemory:
         buf, offset = self.on_chip_base(t, placement)
         return buf.ctypes.data + offset
 
+    def executor_bases(self, program: Program, placement: Placement,
+                       hbm: dict[int, np.ndarray]) -> np.ndarray:
+        """The Numba executor's base address of every tensor of ``program``: on-chip tensors from the
+        placement, HBM tensors from ``hbm`` (by tensor id; 0 for any the caller fills in per call)."""
+        bases = np.zeros(len(program.tensors), dtype=np.int64)
+        for t in program.tensors:
+            if t.memory is not Memory.HBM:
+                bases[t.id] = self.on_chip_address(t, placement)
+            elif t.id in hbm:
+                bases[t.id] = hbm[t.id].ctypes.data
+        return bases
+
 
 _per_thread = threading.local()
 
