@@ -1,9 +1,20 @@
 """The engines. Each module owns its instructions: checks, semantics and cost side by side."""
 
-from neuronsim.sim.engines import dma, gpsimd, scalar, tensor, vector, vector_reduce, vector_rng
+from neuronsim.sim.engines import (
+    dma,
+    gpsimd,
+    scalar,
+    tensor,
+    vector_copy,
+    vector_reduce,
+    vector_rng,
+    vector_tensor_scalar,
+    vector_tensor_tensor,
+)
 from neuronsim.sim.engines.common import OpDef
 
-ENGINE_MODULES = (tensor, vector, vector_reduce, vector_rng, scalar, gpsimd, dma)
+ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_rng,
+                  scalar, gpsimd, dma)
 
 
 def _collect() -> dict:

@@ -30,9 +30,16 @@ from neuronsim.errors import DtypeError
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.encoding import DST, IMM, SRC0
-from neuronsim.sim.engines.alu import alu_f32, alu_int, alu_int_np, alu_np
+from neuronsim.sim.engines.alu import (
+    NATIVE_INT_DTYPES,
+    alu_f32,
+    alu_int,
+    alu_int_np,
+    alu_np,
+    native_int,
+    native_int_np,
+)
 from neuronsim.sim.engines.common import OpDef, fail, require, require_operands, require_same_shape
-from neuronsim.sim.engines.vector import NATIVE_INT_DTYPES, native_int, native_int_np
 from neuronsim.sim.engines.vector_reduce import alu_imm, identity_f32, identity_int, require_imm_keys
 from neuronsim.sim.ir import BITVEC_ALU_OPS, MAX_FREE_DIMS, AluOp, Instruction, Opcode
 from neuronsim.sim.memory.access import (
@@ -295,7 +302,7 @@ _PR_FLOAT, _PR_BITVEC, _PR_NATIVE_INT = 0, 1, 2
 
 def _partition_reduce_mode(ins: Instruction) -> int:
     """Bit operators work on the integers; add/max on int32/uint32 data and dst use GpSimd's native
-    32-bit integer arithmetic (S9, as tensor_tensor on GpSimd in vector.py); the rest is fp32."""
+    32-bit integer arithmetic (S9, as tensor_tensor on GpSimd: ``alu.native_int``); the rest is fp32."""
     if alu_imm(ins, "op") in BITVEC_ALU_OPS:
         return _PR_BITVEC
     if ins.srcs[0].dtype in NATIVE_INT_DTYPES and ins.dst.dtype in NATIVE_INT_DTYPES:

@@ -22,7 +22,7 @@ from neuronsim.errors import DtypeError
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.encoding import DST, IMM, SRC0, SRC1, SRC2
-from neuronsim.sim.engines.alu import _max, _min, alu_f32, alu_int, alu_int_np, alu_np
+from neuronsim.sim.engines.alu import alu_f32, alu_int, alu_int_np, alu_np, max_f32, min_f32
 from neuronsim.sim.engines.common import (
     OpDef,
     fail,
@@ -251,8 +251,8 @@ def _fold(op, a, b):
     if op == _ADD:
         return a + b
     if op == _MAX:
-        return _max(a, b)
-    return _min(a, b)
+        return max_f32(a, b)
+    return min_f32(a, b)
 
 
 @njit(cache=True)

@@ -682,6 +682,15 @@ def same_or_disjoint(row, at_a, at_b, bases):
 
 
 @njit(cache=True)
+def same_start_or_disjoint(row, at_a, at_b, bases):
+    """Whether two encoded APs start at the same byte or share no byte. For two plain row views of
+    one shape (:func:`f32_rows`) the same start means the very same elements."""
+    if row_address(row, at_a, bases, 0) == row_address(row, at_b, bases, 0):
+        return True
+    return disjoint(row, at_a, at_b, bases)
+
+
+@njit(cache=True)
 def copy_by_runs(row, dst_at, src_at, bases):
     """Copy src to dst (same element size) over their common loop nest (see above); False
     (nothing copied) when they overlap or their dims have no common split."""
