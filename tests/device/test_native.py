@@ -1,18 +1,21 @@
-"""The framework: registration, the per-signature cache, declines, in-place aliasing, the clock's
-records, fast numerics and the HBM ledger."""
+"""The native-op runtime (neuronsim/device/native): lazy registration, the per-signature cache,
+declines, in-place aliasing, the clock's records, fast numerics and the HBM ledger."""
 
 from __future__ import annotations
 
-import importlib
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 import neuronsim
-from neuronsim import kernels
+from neuronsim import env
 from neuronsim.device import clock, dispatch, hbm, native
 from neuronsim.device.native.op import NativeOp
-from neuronsim.kernels import registry
+from neuronsim.kernels import op_overload, registry
+from neuronsim.kernels.manifest import FAMILIES
 from neuronsim.profiler import from_clock_events
 from neuronsim.profiler.summary import device_summary
 from neuronsim.sim.chips import get_chip
@@ -20,20 +23,33 @@ from neuronsim.sim.chips import get_chip
 aten = torch.ops.aten
 
 
-def test_the_manifest_names_exactly_the_ops_each_family_registers():
-    for module, names in kernels.FAMILIES.items():
-        importlib.import_module(module)
-        for name in names:
-            assert registry.TABLE[name].family == module, name
-    listed = {n for names in kernels.FAMILIES.values() for n in names}
-    assert {n for n, spec in registry.TABLE.items() if spec.family is not None} == listed
+@pytest.fixture(autouse=True)
+def _fresh_op_tracking():
+    torch.neuron.clear_op_tracking()
+
+
+def test_import_torch_registers_the_device_without_loading_a_kernel_family():
+    code = ("import sys, torch; assert torch.neuron.is_available(); "
+            "print(sorted(m for m in sys.modules if m == 'neuronsim.nki' "
+            "or m.startswith(('neuronsim.nki.', 'neuronsim.kernels.'))))")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, env.NEURON_SIM: "1"},
+                         capture_output=True, text=True, check=True).stdout
+    # the declarative parts the device registers from, none of the families (NKI, Numba)
+    assert out.split() == ["['neuronsim.kernels.composites',", "'neuronsim.kernels.manifest',",
+                           "'neuronsim.kernels.registry']"]
 
 
 def test_a_familys_first_call_puts_native_ops_in_place_of_its_stubs():
     torch.ones(3, device="neuron") * 2
-    for name in kernels.FAMILIES["neuronsim.kernels.elementwise"]:
-        kernel = dispatch.NATIVE_KERNELS[kernels.op_overload(name)]
+    for name in FAMILIES["neuronsim.kernels.elementwise"]:
+        kernel = dispatch.NATIVE_KERNELS[op_overload(name)]
         assert isinstance(kernel, NativeOp) and kernel.planner is registry.TABLE[name].planner, name
+
+
+def test_unknown_runtime_argument_is_a_registration_error():
+    op = torch.ops.aten._foreach_mul_.Scalar
+    with pytest.raises(ValueError, match="not in its schema"):
+        NativeOp(op, lambda call: None, runtime=("lr",))
 
 
 def test_a_signature_is_traced_once_and_reused():
