@@ -9,3 +9,9 @@ NEURON_SIM_SEED = "NEURON_SIM_SEED"  # integer seed for simulated randomness
 NEURON_SIM_HBM_BYTES = "NEURON_SIM_HBM_BYTES"  # simulated HBM bytes per logical core (default: the chip's)
 NEURON_SIM_CAST_64BIT = "NEURON_SIM_CAST_64BIT"  # "0": compute float64/int64 ops in 64 bits (default "1")
 NEURON_SIM_COLLECTIVE_TIMEOUT = "NEURON_SIM_COLLECTIVE_TIMEOUT"  # seconds a collective waits for its peers (default 60)
+NEURON_SIM_CACHE_DIR = "NEURON_SIM_CACHE_DIR"  # Numba's executor cache (default ~/.cache/neuronsim/numba)
+
+# TorchNeuron's own names, read by torch.compile(backend="neuron") as TorchNeuron does ("1" / "true": on)
+# CPU tensors among a compiled graph's inputs are an error instead of copied to the device
+TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY = "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY"
+TORCH_NEURONX_RETAIN_DEVICE_MODE = "TORCH_NEURONX_RETAIN_DEVICE_MODE"  # results go back to the inputs' device

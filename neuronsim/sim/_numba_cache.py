@@ -18,8 +18,9 @@ from typing import Iterator
 
 import numba
 
+from neuronsim import env
+
 _SIM_DIR = Path(__file__).parent
-_CACHE_ROOT_ENV = "NEURON_SIM_CACHE_DIR"
 
 
 def _sources_hash() -> str:
@@ -31,7 +32,7 @@ def _sources_hash() -> str:
 
 
 def cache_root() -> Path:
-    root = os.environ.get(_CACHE_ROOT_ENV)
+    root = os.environ.get(env.NEURON_SIM_CACHE_DIR)
     if root:
         return Path(root)
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "neuronsim" / "numba"
