@@ -1,4 +1,4 @@
-"""Making ``import nki`` resolve to ``neuronsim.nki`` when no real NKI is installed.
+"""Making ``import nki`` (and ``import torch_neuronx``) resolve to neuronsim when no real one is installed.
 
 :func:`install_alias` puts a finder on ``sys.meta_path`` that answers ``nki``, ``nki.language``
 and ``nki.isa`` with the neuronsim modules. It is lazy: the frontend (and with it the simulator
@@ -36,7 +36,7 @@ class _AliasFinder:
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in self._TARGETS:
             return None
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=fullname == "nki")
+        return importlib.machinery.ModuleSpec(fullname, self, is_package="." not in fullname)
 
     def create_module(self, spec):
         return importlib.import_module(self._TARGETS[spec.name])
@@ -46,7 +46,7 @@ class _AliasFinder:
 
 
 def alias_installed() -> bool:
-    return any(isinstance(f, _AliasFinder) for f in sys.meta_path)
+    return any(type(f) is _AliasFinder for f in sys.meta_path)
 
 
 def install_alias(force: bool = False) -> bool:
@@ -62,4 +62,32 @@ def install_alias(force: bool = False) -> bool:
         return False
     if not alias_installed():
         sys.meta_path.insert(0, _AliasFinder())
+    return True
+
+
+class _TorchNeuronxFinder(_AliasFinder):
+    """Serves ``torch_neuronx`` (and ``torch_neuronx.profiling``) from ``neuronsim.torch_neuronx``."""
+
+    _TARGETS = {"torch_neuronx": "neuronsim.torch_neuronx",
+                "torch_neuronx.profiling": "neuronsim.torch_neuronx.profiling"}
+
+
+def real_torch_neuronx_installed() -> bool:
+    """True when a ``torch_neuronx`` package other than neuronsim's is importable."""
+    mod = sys.modules.get("torch_neuronx")
+    if mod is not None:
+        return not getattr(mod, "__name__", "").startswith("neuronsim")
+    return importlib.machinery.PathFinder.find_spec("torch_neuronx") is not None
+
+
+def install_torch_neuronx_alias(force: bool = False) -> bool:
+    """Alias ``torch_neuronx`` to ``neuronsim.torch_neuronx`` under the same rule as ``nki``:
+    ``NEURON_SIM=1`` (or ``force``) and no real ``torch_neuronx`` installed. Returns True when the
+    alias is (now) in place. Lazy like the ``nki`` alias: nothing is imported until the import."""
+    if not force and os.environ.get(env.NEURON_SIM, "").strip() != "1":
+        return False
+    if real_torch_neuronx_installed():
+        return False
+    if not any(isinstance(f, _TorchNeuronxFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TorchNeuronxFinder())
     return True
