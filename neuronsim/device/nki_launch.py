@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from neuronsim.device import clock, memory, state
+from neuronsim.device import clock, memory, state, tracking
 from neuronsim.errors import InputError
 from neuronsim.options import current as current_options
 from neuronsim.sim.memory.state import FILL_BYTE
@@ -86,15 +86,15 @@ def run(kernel, args: tuple, kwargs: dict):
     if any(t.get_device() != index for t in on_device):
         raise InputError(f"an NKI kernel was called with tensors on several neuron devices "
                          f"({sorted({t.get_device() for t in on_device})}); one launch runs on one core")
+    for t in on_device:
+        if t.dtype in (torch.float64, torch.int64):
+            raise InputError(f"kernel {kernel.__name__}: an argument is {t.dtype}; NKI kernels take "
+                             "32-bit and narrower dtypes (cast it first)")
     host_args = tuple(_host(a) for a in args)
     host_kwargs = {k: _host(v) for k, v in kwargs.items()}
     traced = kernel.specialize(host_args, host_kwargs)
     names = [n for n in traced.arg_names if n is not None]
     by_name = dict(zip(names, _arrays_of(kernel, args, kwargs), strict=True))
-    for name, t in by_name.items():
-        if t.dtype in (torch.float64, torch.int64):
-            raise InputError(f"kernel {traced.name}: argument {name} is {t.dtype}; NKI kernels take "
-                             "32-bit and narrower dtypes (cast it first)")
 
     def new_shared(name, shape, dtype: np.dtype, fill):
         t = memory.empty(tuple(shape), _torch_dtype(dtype, traced.name), index)
@@ -118,8 +118,10 @@ def run(kernel, args: tuple, kwargs: dict):
             busy[key] = busy.get(key, 0.0) + ns
     flops = float(sum(inst.matmul_flops for inst in traced.instances))
     nbytes = sum(t.nbytes for t in by_name.values())
+    name = f"nki:{traced.name}"
+    tracking.record_native(name)  # torch_neuronx.get_executed_ops() lists the kernel
     clock.clock(index).charge_kernel(
-        f"nki:{traced.name}", tuple((t.dtype, tuple(t.shape)) for t in on_device), duration, nbytes,
+        name, tuple((t.dtype, tuple(t.shape)) for t in on_device), duration, nbytes,
         kernel=single, flops=flops, engine_busy_ns=busy)
     return outputs
 
