@@ -1,0 +1,96 @@
+"""The ecosystem's own Neuron detection, run for real: transformers (``is_torch_neuron_available``:
+``torch_neuronx`` importable and ``torch.neuron.is_available()``) and accelerate
+(``is_neuron_available``, the same test) pick the ``neuron`` device under NEURON_SIM=1 and the CPU
+without it; Trainer trains on ``neuron`` and leaves a model the user put there where it is; a PEFT
+LoRA model trains there too. Each case runs in a fresh process: their answers are cached."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+pytest.importorskip("peft")
+
+DETECT = textwrap.dedent("""
+    import json, tempfile
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import is_neuron_available
+    from transformers import TrainingArguments
+    from transformers.utils import is_torch_neuron_available
+    accelerator_device = Accelerator().device
+    args = TrainingArguments(output_dir=tempfile.mkdtemp(), report_to=[])
+    print(json.dumps({"accelerator": accelerator_device.type, "training_args": args.device.type,
+                      "transformers": is_torch_neuron_available(), "accelerate": is_neuron_available()}))
+""")
+
+TRAIN = textwrap.dedent("""
+    import json, sys, tempfile
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+    from neuronsim.device import clock
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+        def __getitem__(self, i):
+            ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids}
+
+    def model():
+        torch.manual_seed(0)
+        return GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2,
+                                          bos_token_id=1, eos_token_id=2))
+
+    def train(m, steps=3):
+        args = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=steps, per_device_train_batch_size=2,
+                                 report_to=[], save_strategy="no", logging_steps=1, disable_tqdm=True)
+        before = clock.clock(0).now_ns
+        out = Trainer(model=m, args=args, train_dataset=Tokens()).train()
+        return {"loss": out.training_loss, "device_ns": clock.clock(0).now_ns - before,
+                "devices": sorted({p.device.type for p in m.parameters()})}
+
+    placed = model().to("neuron")
+    result = {"user_placed": train(placed), "trainer_placed": train(model())}
+    lora = get_peft_model(model(), LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True))
+    result["lora"] = train(lora)
+    result["lora_trainable"] = sorted({p.device.type for p in lora.parameters() if p.requires_grad})
+    print(json.dumps(result))
+""")
+
+
+def _run(code: str, neuron_sim: bool) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "NEURON_SIM"}
+    if neuron_sim:
+        env["NEURON_SIM"] = "1"
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_accelerate_and_transformers_find_the_device_under_neuron_sim():
+    assert _run(DETECT, neuron_sim=True) == {"accelerator": "neuron", "training_args": "neuron",
+                                             "transformers": True, "accelerate": True}
+
+
+def test_and_the_cpu_without_it():
+    assert _run(DETECT, neuron_sim=False) == {"accelerator": "cpu", "training_args": "cpu",
+                                              "transformers": False, "accelerate": False}
+
+
+def test_trainer_and_peft_train_on_the_device():
+    result = _run(TRAIN, neuron_sim=True)
+    for case in ("user_placed", "trainer_placed", "lora"):
+        run = result[case]
+        assert run["devices"] == ["neuron"], case  # Trainer moved nothing back to the CPU
+        assert run["device_ns"] > 0, case  # the steps ran on the simulated device
+        assert 0 < run["loss"] < 10, case
+    assert result["lora_trainable"] == ["neuron"]
