@@ -14,13 +14,14 @@ same model trained on the CPU with ``torch.nn.functional.silu``.
 
 from __future__ import annotations
 
-import torch  # isort: skip  (first: see above)
+import torch  # first: see above
+
+# isort: split
+import nki
+import nki.language as nl
 import torch.nn.functional as F
 import torch_neuronx
 from torch_neuronx import nki_op, wrap_nki
-
-import nki
-import nki.language as nl
 
 ROWS = 128  # rows per tile: the partition dimension
 

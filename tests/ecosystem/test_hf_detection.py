@@ -27,7 +27,7 @@ DETECT = textwrap.dedent("""
     from transformers.utils import is_torch_neuron_available
     accelerator_device = Accelerator().device
     args = TrainingArguments(output_dir=tempfile.mkdtemp(), report_to=[])
-    print(json.dumps({"accelerator": accelerator_device.type, "training_args": args.device.type,
+    print("RESULT", json.dumps({"accelerator": accelerator_device.type, "training_args": args.device.type,
                       "transformers": is_torch_neuron_available(), "accelerate": is_neuron_available()}))
 """)
 
@@ -51,8 +51,9 @@ TRAIN = textwrap.dedent("""
                                           bos_token_id=1, eos_token_id=2))
 
     def train(m, steps=3):
-        args = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=steps, per_device_train_batch_size=2,
-                                 report_to=[], save_strategy="no", logging_steps=1, disable_tqdm=True)
+        args = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=steps,
+                                 per_device_train_batch_size=2, report_to=[], save_strategy="no",
+                                 logging_steps=1, disable_tqdm=True)
         before = clock.clock(0).now_ns
         out = Trainer(model=m, args=args, train_dataset=Tokens()).train()
         return {"loss": out.training_loss, "device_ns": clock.clock(0).now_ns - before,
@@ -63,34 +64,32 @@ TRAIN = textwrap.dedent("""
     lora = get_peft_model(model(), LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True))
     result["lora"] = train(lora)
     result["lora_trainable"] = sorted({p.device.type for p in lora.parameters() if p.requires_grad})
-    print(json.dumps(result))
+    print("RESULT", json.dumps(result))
 """)
 
 
-def _run(code: str, neuron_sim: bool) -> dict:
+def _run(code: str, neuron_sim: bool) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k != "NEURON_SIM"}
     if neuron_sim:
         env["NEURON_SIM"] = "1"
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    marked = [line for line in res.stdout.splitlines() if line.startswith("RESULT ")]
+    return [json.loads(line.removeprefix("RESULT ")) for line in marked]
 
 
-def test_accelerate_and_transformers_find_the_device_under_neuron_sim():
-    assert _run(DETECT, neuron_sim=True) == {"accelerator": "neuron", "training_args": "neuron",
-                                             "transformers": True, "accelerate": True}
-
-
-def test_and_the_cpu_without_it():
-    assert _run(DETECT, neuron_sim=False) == {"accelerator": "cpu", "training_args": "cpu",
-                                              "transformers": False, "accelerate": False}
-
-
-def test_trainer_and_peft_train_on_the_device():
-    result = _run(TRAIN, neuron_sim=True)
+def test_under_neuron_sim_the_ecosystem_finds_the_device_and_trains_there():
+    detected, trained = _run(DETECT + TRAIN, neuron_sim=True)  # one process: the imports cost seconds
+    assert detected == {"accelerator": "neuron", "training_args": "neuron", "transformers": True,
+                        "accelerate": True}
     for case in ("user_placed", "trainer_placed", "lora"):
-        run = result[case]
+        run = trained[case]
         assert run["devices"] == ["neuron"], case  # Trainer moved nothing back to the CPU
         assert run["device_ns"] > 0, case  # the steps ran on the simulated device
         assert 0 < run["loss"] < 10, case
-    assert result["lora_trainable"] == ["neuron"]
+    assert trained["lora_trainable"] == ["neuron"]
+
+
+def test_without_it_the_cpu():
+    assert _run(DETECT, neuron_sim=False) == [{"accelerator": "cpu", "training_args": "cpu",
+                                               "transformers": False, "accelerate": False}]
