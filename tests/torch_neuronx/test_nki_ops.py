@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torch_neuronx
-from kernels import P, add_alias_mul, add_kernel, grid_of, scaled_add_inplace, two_outputs
+from nki_test_kernels import P, add_alias_mul, add_kernel, grid_of, scaled_add_inplace, two_outputs
 from torch_neuronx import nki_op, wrap_nki
 
 from neuronsim.device import clock

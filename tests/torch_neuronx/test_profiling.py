@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from kernels import add_kernel
+from nki_test_kernels import add_kernel
 from torch.profiler import ProfilerActivity, profile
 from torch_neuronx.profiling import NeuronConfig, NeuronProfiler, ProfileMode, parse_cores
 
