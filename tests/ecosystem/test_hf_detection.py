@@ -6,6 +6,7 @@ LoRA model trains there too. Each case runs in a fresh process: their answers ar
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -14,9 +15,10 @@ import textwrap
 
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
-pytest.importorskip("peft")
+# Looked up, not imported: peft imports the `kernels` package, which would shadow test helper
+# modules of that name for the rest of the session.
+_MISSING = [name for name in ("transformers", "accelerate", "peft") if importlib.util.find_spec(name) is None]
+pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING} (the test extra)")
 
 DETECT = textwrap.dedent("""
     import json, tempfile
