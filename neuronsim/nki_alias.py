@@ -20,12 +20,21 @@ from neuronsim import env
 _SUBMODULES = ("language", "isa")
 
 
+def _real_package(name: str) -> bool:
+    """True when a package ``name`` other than neuronsim's is imported or importable. A folder of
+    that name without ``__init__.py`` (a namespace package: ``examples/nki`` on ``sys.path``) is
+    not a real install."""
+    mod = sys.modules.get(name)
+    if mod is not None:
+        ours = getattr(mod, "__name__", "").startswith("neuronsim")
+        return not ours and getattr(mod, "__file__", None) is not None
+    spec = importlib.machinery.PathFinder.find_spec(name)
+    return spec is not None and spec.origin is not None
+
+
 def real_nki_installed() -> bool:
     """True when an ``nki`` package other than this alias is importable."""
-    mod = sys.modules.get("nki")
-    if mod is not None:
-        return not getattr(mod, "__name__", "").startswith("neuronsim")
-    return importlib.machinery.PathFinder.find_spec("nki") is not None
+    return _real_package("nki")
 
 
 class _AliasFinder:
@@ -74,10 +83,7 @@ class _TorchNeuronxFinder(_AliasFinder):
 
 def real_torch_neuronx_installed() -> bool:
     """True when a ``torch_neuronx`` package other than neuronsim's is importable."""
-    mod = sys.modules.get("torch_neuronx")
-    if mod is not None:
-        return not getattr(mod, "__name__", "").startswith("neuronsim")
-    return importlib.machinery.PathFinder.find_spec("torch_neuronx") is not None
+    return _real_package("torch_neuronx")
 
 
 def install_torch_neuronx_alias(force: bool = False) -> bool:

@@ -1,4 +1,4 @@
-"""examples/torch_neuronx/nki_op_training.py runs unchanged as a TorchNeuron user would run it."""
+"""examples/nki_ops/nki_op_training.py runs unchanged as a TorchNeuron user would run it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pathlib
 import subprocess
 import sys
 
-EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "torch_neuronx" / "nki_op_training.py"
+EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "nki_ops" / "nki_op_training.py"
 
 
 def test_nki_op_training_example_trains_like_cpu_eager_and_compiled():

@@ -61,6 +61,8 @@ def _probe(env_extra: dict, pythonpath: str | None = None) -> str:
 def test_alias_only_under_neuron_sim_and_never_over_a_real_install(tmp_path):
     assert _probe({"NEURON_SIM": "1"}) == "imported neuronsim.torch_neuronx"
     assert _probe({}) == "missing None"
+    (tmp_path / "folders" / "torch_neuronx").mkdir(parents=True)  # a folder of that name is no install
+    assert _probe({"NEURON_SIM": "1"}, str(tmp_path / "folders")) == "imported neuronsim.torch_neuronx"
     real = tmp_path / "site" / "torch_neuronx"
     real.mkdir(parents=True)
     (real / "__init__.py").write_text("")

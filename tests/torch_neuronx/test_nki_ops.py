@@ -143,7 +143,7 @@ def test_nki_op_with_register_autograd_trains_like_cpu():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).parents[2] / "examples" / "torch_neuronx" / "nki_op_training.py"
+    path = pathlib.Path(__file__).parents[2] / "examples" / "nki_ops" / "nki_op_training.py"
     spec = importlib.util.spec_from_file_location("nki_op_training", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)

@@ -6,7 +6,7 @@ kernels for SiLU's forward and backward, ``@nki_op`` custom ops calling them thr
 eagerly and under ``torch.compile(backend="neuron", fullgraph=True)``, each checked against the
 same model trained on the CPU with ``torch.nn.functional.silu``.
 
-    NEURON_SIM=1 python examples/torch_neuronx/nki_op_training.py
+    NEURON_SIM=1 python examples/nki_ops/nki_op_training.py
 
 (``import torch`` comes first: under ``NEURON_SIM=1`` it is what makes ``nki`` and
 ``torch_neuronx`` resolve to neuronsim; ``neuronsim run`` does that before the script starts.)
