@@ -200,9 +200,12 @@ class Gates:
     def check(self, target, *, no_fallback: bool = False, budget_us: float | None = None,
               baseline: str | None = None, tolerance_pct: float = 0.0,
               bounds: Mapping[str, tuple] | None = None) -> Measurement:
-        """Check a kernel's profile (``nki.simulate(k, profile=True)``) or a Measurement; returns it."""
+        """Check a kernel's profile (``nki.simulate(k, profile=True)``), a measured block or a
+        Measurement; returns the Measurement checked."""
         __tracebackhide__ = True
         spec = GateSpec(no_fallback, budget_us, baseline, tolerance_pct, bounds)
+        if isinstance(target, Block):
+            target = target.measurement if target.measurement is not None else target.snapshot()
         m = target if isinstance(target, Measurement) else from_profile(target)
         self._enforce(m, spec)
         return m

@@ -6,9 +6,11 @@ import json
 import sys
 
 from cli_helpers import neuronsim
+from click.testing import CliRunner
 
 import neuronsim as package
 from neuronsim import env
+from neuronsim.cli import main
 from neuronsim.sim._numba_cache import cache_dir, cache_root, sources_hash
 from neuronsim.sim.warmup import UNITS, warm_all
 
@@ -18,10 +20,15 @@ def test_help_names_the_cache_variable():
     assert env.NEURON_SIM_CACHE_DIR in out and "--cache-key" in out
 
 
+def _invoke(*args):
+    """In this process, through click's runner (the simulator is loaded and compiled here already)."""
+    result = CliRunner().invoke(main.neuronsim, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
 def test_warmup_says_where_and_how_long():
-    result = neuronsim("warmup", env={env.NEURON_SIM_CACHE_DIR: str(cache_root())})
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    lines = _invoke("warmup").splitlines()
     for unit, line in zip(UNITS, lines, strict=False):
         assert line.split()[0] == unit.name
         assert line.split()[2] == "s" and any(w in line for w in ("compiled", "loaded", "nothing more"))
@@ -41,7 +48,6 @@ def test_after_a_warmup_nothing_is_compiled_again():
 
 
 def test_cache_key_names_the_version_the_simulator_sources_and_python():
-    result = neuronsim("warmup", "--cache-key")
-    assert result.returncode == 0, result.stderr
     python = f"py{sys.version_info[0]}{sys.version_info[1]}"
-    assert result.stdout.strip() == f"neuronsim-{package.__version__}-{sources_hash()}-{python}"
+    key = f"neuronsim-{package.__version__}-{sources_hash()}-{python}"
+    assert _invoke("warmup", "--cache-key").strip() == key
