@@ -56,12 +56,14 @@ def load_and_compare(dir_a: str, dir_b: str) -> tuple[dict, tuple[dict, dict]]:
         try:
             docs.append(report.load_summary(d))
         except (OSError, json.JSONDecodeError) as exc:
-            raise Abort(f"{d} is not a profile directory: cannot read {report.SUMMARY_FILE} ({exc})") from None
+            message = f"{d} is not a profile directory: cannot read {report.SUMMARY_FILE} ({exc})"
+            raise Abort(message) from None
     names = side_names(docs[0], docs[1], dir_a, dir_b)
     return compare_profiles(docs[0], docs[1], names, (str(dir_a), str(dir_b))), (docs[0], docs[1])
 
 
-def write_compare_html(target: Path, comparison: dict, dir_a: str, dir_b: str, docs: tuple[dict, dict]) -> None:
+def write_compare_html(target: Path, comparison: dict, dir_a: str, dir_b: str,
+                       docs: tuple[dict, dict]) -> None:
     import json
 
     from neuronsim.cli.app import Abort

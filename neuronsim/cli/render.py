@@ -154,8 +154,8 @@ def render_comparison(cmp: Mapping, console, top: int = 15, files: Mapping[str, 
     console.print(engines)
     ops = list(cmp["ops"])
     if ops:
-        table = Table(title=f"Ops, largest change first ({min(top, len(ops))} of {len(ops)})", title_justify="left",
-                      show_edge=False)
+        title = f"Ops, largest change first ({min(top, len(ops))} of {len(ops)})"
+        table = Table(title=title, title_justify="left", show_edge=False)
         for col in ("op", "kind", f"{a} calls", f"{b} calls", a, b, "change", f"{b}/{a}"):
             table.add_column(col, justify="left" if col in ("op", "kind") else "right", overflow="fold")
         for r in ops[:top]:

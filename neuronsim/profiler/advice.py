@@ -50,7 +50,8 @@ def _small_dma_ops(ops: Sequence[Mapping], locations: Mapping[str, int]) -> list
     rows.sort(key=lambda x: -x[0])
     out = []
     for n, r in rows[:TOP_OPS]:
-        lines = ", ".join(f"{loc} ×{k}" for loc, k in list(r.get("dma_small_transfer_locations", {}).items())[:2])
+        where = list(r.get("dma_small_transfer_locations", {}).items())[:2]
+        lines = ", ".join(f"{loc} ×{k}" for loc, k in where)
         out.append(_op(r, f"{n} of {r.get('dma_transfer_count', n)} transfers below "
                           f"{SMALL_DMA_BYTES // 1024} KiB" + (f" ({lines})" if lines else "")))
     if not out:  # a kernel's profile: the kernel lines that issued them
@@ -79,8 +80,8 @@ def _tensor_idle_ops(ops: Sequence[Mapping]) -> list[dict]:
     return [_op(r, why) for _, r, why in rows[:TOP_OPS]]
 
 
-def recommendations(s: Mapping, ops: Sequence[Mapping] = (), small_dma_locations: Mapping[str, int] | None = None
-                    ) -> list[dict]:
+def recommendations(s: Mapping, ops: Sequence[Mapping] = (),
+                    small_dma_locations: Mapping[str, int] | None = None) -> list[dict]:
     """Explorer-style insight cards from a summary: DMA-bound, small DMAs, host fallbacks, TensorE idle."""
     out = []
     compute = {e: s.get(f"{e}_engine_active_time_percent", 0.0) for e in COMPUTE}
@@ -109,7 +110,7 @@ def recommendations(s: Mapping, ops: Sequence[Mapping] = (), small_dma_locations
                     "ops": _fallback_ops(ops)})
     tensor = compute["tensor"]
     if s.get("total_time", 0.0) > 0 and tensor < TENSOR_IDLE_PERCENT:
-        why = "no matmul ran on it" if not s.get("model_flops") else f"it was active {tensor:.1f}% of the time"
+        why = f"it was active {tensor:.1f}% of the time" if s.get("model_flops") else "no matmul ran on it"
         out.append({"id": "tensor_idle", "title": "TensorE idle",
                     "detail": f"TensorE did little: {why} (MFU {s.get('mfu_estimated_percent', 0.0):.2f}%).",
                     "ops": _tensor_idle_ops(ops)})

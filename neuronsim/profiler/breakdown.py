@@ -30,7 +30,8 @@ def dma_size_labels() -> list[str]:
 
     edges = DMA_SIZE_EDGES
     labels = [f"< {fmt_bytes_short(edges[0])}"]
-    labels += [f"{fmt_bytes_short(lo)}–{fmt_bytes_short(hi)}" for lo, hi in zip(edges, edges[1:], strict=False)]
+    pairs = zip(edges, edges[1:], strict=False)
+    labels += [f"{fmt_bytes_short(lo)}–{fmt_bytes_short(hi)}" for lo, hi in pairs]
     labels.append(f"≥ {fmt_bytes_short(edges[-1])}")
     return labels
 

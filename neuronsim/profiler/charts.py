@@ -73,7 +73,7 @@ def dma_sizes_svg(sizes: Mapping | None) -> str:
     width, height, left, bottom = 70 * len(labels) + 60, 210, 50, 170
     parts = [f'<svg width="{width}" height="{height}" role="img" aria-label="DMA transfer sizes" '
              f'class="chart-dma-sizes">',
-             f'<text x="0" y="12">transfers</text>']
+             '<text x="0" y="12">transfers</text>']
     for frac in (0, 0.5, 1):
         y = bottom - frac * (bottom - 24)
         parts.append(f'<line x1="{left}" x2="{width}" y1="{y:.0f}" y2="{y:.0f}" stroke="#e3e6ea"/>'
@@ -86,8 +86,8 @@ def dma_sizes_svg(sizes: Mapping | None) -> str:
                      f"<title>{_e(label)}: {n} transfers, {b} bytes</title></rect>"
                      f'<text x="{x + 27}" y="{bottom - h - 4:.1f}" text-anchor="middle">{n}</text>'
                      f'<text x="{x + 27}" y="{bottom + 16}" text-anchor="middle">{_e(short[i])}</text>')
-    parts.append(f'<text x="{left}" y="{bottom + 36}">bytes per transfer; red: below {small // 1024} KiB, where the '
-                 f"fixed cost per transfer dominates</text></svg>")
+    parts.append(f'<text x="{left}" y="{bottom + 36}">bytes per transfer; red: below {small // 1024} KiB, '
+                 f"where the fixed cost per transfer dominates</text></svg>")
     return "".join(parts)
 
 
@@ -96,7 +96,8 @@ def paired_bars_svg(labels: Sequence[str], a: Sequence[float], b: Sequence[float
     """Horizontal bars, A above B per label, on one scale."""
     top = max([*a, *b, 0.0]) or 1.0
     bar, row = 320, 34
-    parts = [f'<svg width="{bar + 260}" height="{len(labels) * row + 30}" role="img" aria-label="{_e(title)}">']
+    parts = [f'<svg width="{bar + 260}" height="{len(labels) * row + 30}" role="img" '
+             f'aria-label="{_e(title)}">']
     for k, (name, colour) in enumerate(zip(names, PAIR_COLOURS, strict=False)):
         parts.append(f'<rect x="{110 + k * 170}" y="2" width="10" height="10" fill="{colour}"/>'
                      f'<text x="{124 + k * 170}" y="11">{_e(name)}</text>')

@@ -23,7 +23,8 @@ SUMMARY_FIELDS = (
     ("scalar_engine_active_time_percent", "percent"), ("gpsimd_engine_active_time_percent", "percent"),
     ("dma_active_time_percent", "percent"),
     ("hbm_read_bytes", "bytes"), ("hbm_write_bytes", "bytes"), ("dma_transfer_count", "number"),
-    ("dma_transfer_average_bytes", "bytes"), ("host_fallback_time", "time"), ("host_fallback_count", "number"),
+    ("dma_transfer_average_bytes", "bytes"), ("host_fallback_time", "time"),
+    ("host_fallback_count", "number"),
     ("host_transfer_time", "time"), ("sbuf_peak_bytes", "bytes"), ("psum_peak_bytes", "bytes"),
 )
 FIELD_KIND = dict(SUMMARY_FIELDS)

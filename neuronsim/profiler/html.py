@@ -56,10 +56,11 @@ def _mount(model: Mapping, dom_id: str, title: str) -> str:
     notes = ""
     if stats["aggregated_slices"]:
         notes = (f'<p class="note">The report draws at most {stats["max_slices"]:,} slices: '
-                 f'{stats["aggregated_slices"]:,} of the trace\'s {stats["source_slices"]:,} are drawn as runs '
-                 f"(\"N slices (aggregated)\"); trace.json has them all.</p>")
+                 f'{stats["aggregated_slices"]:,} of the trace\'s {stats["source_slices"]:,} are drawn as '
+                 f"runs (\"N slices (aggregated)\"); trace.json has them all.</p>")
     if stats["undrawn_nested_slices"]:
-        notes += f'<p class="note">{stats["undrawn_nested_slices"]:,} slices nested too deep are not drawn.</p>'
+        deep = stats["undrawn_nested_slices"]
+        notes += f'<p class="note">{deep:,} slices nested too deep are not drawn.</p>'
     return (f'{notes}<div data-timeline="{dom_id}-data" data-title="{_e(title)}" id="{dom_id}">'
             f'<p class="note">The timeline needs JavaScript.</p></div>'
             f'<script type="application/json" id="{dom_id}-data">{model_json(model)}</script>')
@@ -102,6 +103,10 @@ def op_link(name: str, timeline: int | str = 0) -> str:
             f'title="show in the timeline">{_e(name)}</span>')
 
 
+def _code(text: str) -> str:
+    return f"<code>{_e(text)}</code>"
+
+
 def recommendations_html(recs: Sequence[Mapping], timeline: int = 0) -> str:
     if not recs:
         return '<p class="note">No recommendations.</p>'
@@ -109,7 +114,7 @@ def recommendations_html(recs: Sequence[Mapping], timeline: int = 0) -> str:
     for r in recs:
         ops = r.get("ops") or []
         items = "".join(
-            f"<li>{op_link(o['name'], timeline) if o.get('kind') != 'source line' else '<code>' + _e(o['name']) + '</code>'}"
+            f"<li>{_code(o['name']) if o.get('kind') == 'source line' else op_link(o['name'], timeline)}"
             f" <span class=\"note\">({_e(o.get('kind', ''))})</span> — {_e(o.get('detail', ''))}</li>"
             for o in ops)
         triggered = f"<div class=\"note\">Triggered by:</div><ul>{items}</ul>" if items else ""
@@ -132,20 +137,23 @@ def ops_table(ops: Sequence[Mapping], timeline: int = 0) -> str:
     heads += ["model FLOPs", "bytes"]
     rows = []
     for r in ops[:MAX_OP_ROWS]:
-        cells = [f'<td data-v="{_e(str(r.get("name")).lower())}">{op_link(str(r.get("name")), timeline)}</td>',
+        name = str(r.get("name"))
+        cells = [f'<td data-v="{_e(name.lower())}">{op_link(name, timeline)}</td>',
                  f"<td>{_e(r.get('kind'))}</td>", _num(r.get("count", 0), str(r.get("count", 0))),
                  _num(r.get("total_time", 0), fmt_time(r.get("total_time", 0))),
                  _num(r.get("average_time", 0), fmt_time(r.get("average_time", 0))),
                  _num(r.get("total_time_percent", 0), f"{r.get('total_time_percent', 0):.1f}%")]
         if with_engines:
             eng = r.get("engine_active_time") or {}
-            cells += [_num(eng.get(e, 0), fmt_time(eng.get(e, 0)) if e in eng else "") for e in ENGINE_COLUMNS]
+            cells += [_num(eng.get(e, 0), fmt_time(eng[e]) if e in eng else "") for e in ENGINE_COLUMNS]
             cells += [_num(r.get("dma_transfer_count", 0), str(r.get("dma_transfer_count", ""))),
                       _num(r.get("dma_small_transfer_count", 0), str(r.get("dma_small_transfer_count", "")))]
         cells += [_num(r.get("model_flops", 0), f"{r.get('model_flops', 0):.3g}"),
                   _num(r.get("bytes", 0), fmt_bytes(r.get("bytes", 0)))]
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    more = (f'<p class="note">{len(ops) - MAX_OP_ROWS} more rows in ops.csv.</p>' if len(ops) > MAX_OP_ROWS else "")
+    more = ""
+    if len(ops) > MAX_OP_ROWS:
+        more = f'<p class="note">{len(ops) - MAX_OP_ROWS} more rows in ops.csv.</p>'
     head = "".join(f"<th>{_e(h)}</th>" for h in heads)
     return (f'<p class="note">Click a column to sort, an op to find it in the timeline.</p>'
             f'<div class="table-wrap"><table class="sortable ops"><thead><tr>{head}</tr></thead>'
@@ -154,8 +162,8 @@ def ops_table(ops: Sequence[Mapping], timeline: int = 0) -> str:
 
 def fields_table(doc: Mapping) -> str:
     fields = [(k, v) for k, v in doc.items() if isinstance(v, int | float) and not isinstance(v, bool)]
-    rows = "".join(f"<tr><td>{_e(k)}</td><td class=n>{_e(f'{v:.6g}' if isinstance(v, float) else v)}</td></tr>"
-                   for k, v in fields)
+    rows = "".join(f"<tr><td>{_e(k)}</td><td class=n>{_e(format(v, '.6g') if isinstance(v, float) else v)}"
+                   "</td></tr>" for k, v in fields)
     return (f"<details><summary>Show all {len(fields)} fields</summary>"
             f"<table><thead><tr><th>field</th><th>value</th></tr></thead><tbody>{rows}</tbody></table></details>")
 
@@ -185,12 +193,13 @@ def render_html(doc: Mapping, trace: Mapping, *, source: str | None = None) -> s
     stats = doc.get("trace", {})
     capped = ""
     if stats.get("aggregated"):
-        capped = (f'<p class="note">trace.json was capped when written: {stats.get("aggregated_instructions", 0):,} '
-                  f'instructions and {stats.get("aggregated_ops", 0):,} ops are aggregated (neuronsim profile '
-                  f'--max-events raises the cap).</p>')
-    charts_html = (f'<div class="grid2"><div class="panel"><h3>Engine utilization (active time, % of the run)</h3>'
-                   f"{charts.utilization_svg(doc)}</div>"
-                   f'<div class="panel"><h3>DMA transfer sizes</h3>{charts.dma_sizes_svg(doc.get("dma_sizes"))}</div></div>')
+        instructions, ops = stats.get("aggregated_instructions", 0), stats.get("aggregated_ops", 0)
+        capped = (f'<p class="note">trace.json was capped when written: {instructions:,} instructions and '
+                  f'{ops:,} ops are aggregated (neuronsim profile --max-events raises the cap).</p>')
+    charts_html = ('<div class="grid2"><div class="panel"><h3>Engine utilization (active time, % of the run)'
+                   f"</h3>{charts.utilization_svg(doc)}</div>"
+                   '<div class="panel"><h3>DMA transfer sizes</h3>'
+                   f'{charts.dma_sizes_svg(doc.get("dma_sizes"))}</div></div>')
     sections = [
         ("summary", "Summary", cards(doc) + notes),
         ("recommendations", "Recommendations", recommendations_html(doc.get("recommendations", []))),

@@ -224,7 +224,8 @@ def _launches_on(chip, launches) -> tuple[list, list[str]]:
         else:
             other[name] = other.get(name, 0) + 1
     notes = [f"{n} nki.simulate launch{'es' if n > 1 else ''} on {name} left out: this profile is of "
-             f"{chip.name} (profile both with --chip {chip.name},{name})" for name, n in sorted(other.items())]
+             f"{chip.name} (profile both with --chip {chip.name},{name})"
+             for name, n in sorted(other.items())]
     return kept, notes
 
 

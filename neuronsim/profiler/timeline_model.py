@@ -4,7 +4,7 @@ Two parts, on two clocks. The device part — processes named ``neuron:...`` —
 device clock: a trace written in host time (so that Perfetto lines device ops up with the host ops
 that issued them) has the simulator's own host time between device ops, which is not the
 device's; each op's ``args.simulated_start_ns`` puts it back where the device clock ran it, and
-its instructions and counters move with it (see :func:`_device_clocks`). The host part (every
+its instructions and counters move with it (see ``timeline_clock.py``). The host part (every
 other process: ``neuronsim profile``'s host track, torch.profiler's ops) keeps wall-clock time,
 and is drawn apart.
 
@@ -32,8 +32,11 @@ every run of a kernel), or -1.
 from __future__ import annotations
 
 import json
-from bisect import bisect_right
 from collections.abc import Mapping
+
+import numpy as np
+
+from neuronsim.profiler.timeline_clock import Track, device_clocks, retime
 
 SCHEMA = "neuronsim-report-timeline/1"
 REPORT_MAX_SLICES = 650_000
@@ -51,6 +54,8 @@ VOLATILE_ARGS = frozenset({
 
 
 class _Strings:
+    """A string (or record) table: each distinct key gets the next index."""
+
     def __init__(self) -> None:
         self.ids: dict = {}
         self.items: list = []
@@ -61,6 +66,31 @@ class _Strings:
             i = self.ids[key] = len(self.items)
             self.items.append(key if value is None else value)
         return i
+
+
+class _Details(_Strings):
+    """Hover records: a slice's ``cat`` and ``args`` without the volatile keys; identical slices
+    share one record (looked up by ``repr``, which is cheap and equal for equal dicts built the same
+    way). Past ``MAX_DETAILS`` records, new ones are -1."""
+
+    def of(self, cat, args) -> int:
+        if not args and not cat:
+            return -1
+        key = (cat, repr(args))
+        i = self.ids.get(key)
+        if i is not None:
+            return i
+        if len(self.items) >= MAX_DETAILS:
+            return -1
+        kept = {k: v for k, v in (args or {}).items() if k not in VOLATILE_ARGS}
+        if cat:
+            kept["cat"] = cat
+        if len(kept) != len(args or {}) + bool(cat):  # volatile keys dropped: share with equal records
+            canonical = ("canonical", json.dumps(kept, sort_keys=True, default=str))
+            i = self.id(canonical, kept)
+            self.ids[key] = i
+            return i
+        return self.id(key, kept)
 
 
 def _metadata(events: list) -> tuple[dict, dict, dict, dict]:
@@ -81,29 +111,41 @@ def _metadata(events: list) -> tuple[dict, dict, dict, dict]:
 
 
 def _collect(events: list) -> tuple[dict, dict]:
-    """Slices per track as [start_us, end_us, name, cat, args] and counter samples per (pid, name)."""
+    """Slices per track (:class:`Track` columns) and counter samples per (pid, name)."""
     tracks: dict = {}
     counters: dict = {}
     open_b: dict = {}
+
+    def add(key, start, end, e):
+        track = tracks.get(key)
+        if track is None:
+            track = tracks[key] = Track()
+        track.start.append(start)
+        track.end.append(end)
+        track.name.append(e.get("name", ""))
+        track.cat.append(e.get("cat", ""))
+        track.args.append(e.get("args"))
+
+    number = (int, float)  # isinstance: numpy floats too (a trace built in memory has them)
     for e in events:
-        if not isinstance(e, dict):
+        if type(e) is not dict:
             continue
         ph = e.get("ph")
         if ph == "X":
             ts, dur = e.get("ts"), e.get("dur", 0)
-            if isinstance(ts, int | float) and isinstance(dur, int | float):
-                tracks.setdefault((e.get("pid"), e.get("tid")), []).append(
-                    (ts, ts + max(dur, 0), e.get("name", ""), e.get("cat", ""), e.get("args")))
+            if isinstance(ts, number) and isinstance(dur, number):
+                add((e.get("pid"), e.get("tid")), ts, ts + (dur if dur > 0 else 0), e)
         elif ph == "B":
             open_b.setdefault((e.get("pid"), e.get("tid")), []).append(e)
         elif ph == "E":
             stack = open_b.get((e.get("pid"), e.get("tid")))
             if stack:
                 b = stack.pop()
-                tracks.setdefault((b.get("pid"), b.get("tid")), []).append(
-                    (b["ts"], max(e["ts"], b["ts"]), b.get("name", ""), b.get("cat", ""), b.get("args")))
-        elif ph == "C" and isinstance(e.get("ts"), int | float) and isinstance(e.get("args"), dict):
+                add((b.get("pid"), b.get("tid")), b["ts"], max(e["ts"], b["ts"]), b)
+        elif ph == "C" and isinstance(e.get("ts"), number) and isinstance(e.get("args"), dict):
             counters.setdefault((e.get("pid"), e.get("name", "")), []).append((e["ts"], e["args"]))
+    for track in tracks.values():
+        track.freeze()
     return tracks, counters
 
 
@@ -120,65 +162,71 @@ def _budgets(counts: dict, cap: int) -> dict:
     return out
 
 
-def _aggregate(slices: list, budget: int) -> list:
-    """Runs of consecutive slices (by start) as one slice each, ``budget`` of them."""
-    n = len(slices)
-    out = []
-    for k in range(budget):
-        lo, hi = k * n // budget, (k + 1) * n // budget
-        if hi <= lo:
-            continue
-        chunk = slices[lo:hi]
-        busy = sum(s[1] - s[0] for s in chunk)
-        end = max(s[1] for s in chunk)
-        out.append((chunk[0][0], end, f"{len(chunk)} slices (aggregated)", "aggregated",
-                    {"aggregated_slices": len(chunk), "busy_ns": round(busy * 1000, 3), "first": chunk[0][2]}))
+def _sorted(track: Track) -> Track:
+    """By start, the longest first among equal starts (a parent before its children)."""
+    order = np.lexsort((track.start - track.end, track.start))
+    out = Track()
+    out.start, out.end = track.start[order], track.end[order]
+    out.name = [track.name[i] for i in order]
+    out.cat = [track.cat[i] for i in order]
+    out.args = [track.args[i] for i in order]
     return out
 
 
-def _detail_key(cat, args) -> tuple | None:
-    if not args and not cat:
-        return None
-    kept = {k: v for k, v in (args or {}).items() if k not in VOLATILE_ARGS}
-    if cat:
-        kept["cat"] = cat
-    return json.dumps(kept, sort_keys=True, default=str), kept
+def _aggregate(track: Track, budget: int) -> Track:
+    """Runs of consecutive slices (by start) as one slice each, ``budget`` of them."""
+    n = len(track)
+    los = np.unique((np.arange(budget) * n) // budget)
+    counts = np.diff(np.append(los, n))
+    out = Track()
+    out.start = track.start[los]
+    out.end = np.maximum.reduceat(track.end, los)
+    busy = np.add.reduceat(track.end - track.start, los)
+    out.name = [f"{c} slices (aggregated)" for c in counts.tolist()]
+    out.cat = ["aggregated"] * len(los)
+    out.args = [{"aggregated_slices": c, "busy_ns": round(b * 1000, 3), "first": track.name[lo]}
+                for c, b, lo in zip(counts.tolist(), busy.tolist(), los.tolist(), strict=True)]
+    return out
 
 
-def _lanes(slices: list, origin: float, names: _Strings, details: _Strings) -> tuple[list, int]:
-    """First-fit lanes of a row's slices (sorted by start, longest first); returns (lanes, not drawn)."""
-    lanes: list[dict] = []
+def _lane_of(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """First-fit lane of each slice (sorted by start); -1 past ``MAX_LANES``. Flat rows (the
+    device's) are one lane, found without a loop; ts/dur are rounded to the ns: 1 ns of overlap is allowed."""
+    n = start.size
+    if n < 2 or bool(np.all(start[1:] >= np.maximum.accumulate(end)[:-1] - 1)):
+        return np.zeros(n, np.int64)
+    lanes = np.empty(n, np.int64)
     ends: list[int] = []
-    last_start: list[int] = []
-    dropped = 0
-    for s, e, name, cat, args in slices:
-        start = round((s - origin) * 1000)
-        end = max(start, round((e - origin) * 1000))
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
         for li, lane_end in enumerate(ends):
-            if lane_end <= start + 1:  # ts/dur are rounded to the ns: allow 1 ns of overlap
+            if lane_end <= s + 1:
+                ends[li] = e
+                lanes[i] = li
                 break
         else:
-            if len(lanes) >= MAX_LANES:
-                dropped += 1
-                continue
-            lanes.append({"t": [], "d": [], "n": [], "a": []})
-            ends.append(0)
-            last_start.append(0)
-            li = len(lanes) - 1
-        lane = lanes[li]
-        lane["t"].append(start - last_start[li])
-        lane["d"].append(end - start)
-        lane["n"].append(names.id(str(name)))
-        key = _detail_key(cat, args)
-        if key is None:
-            lane["a"].append(-1)
-        elif key[0] in details.ids or len(details.items) < MAX_DETAILS:
-            lane["a"].append(details.id(key[0], key[1]))
-        else:
-            lane["a"].append(-1)
-        last_start[li] = start
-        ends[li] = end
-    return lanes, dropped
+            if len(ends) < MAX_LANES:
+                ends.append(e)
+                lanes[i] = len(ends) - 1
+            else:
+                lanes[i] = -1
+    return lanes
+
+
+def _lanes(track: Track, origin: float, names: _Strings, details: _Details) -> tuple[list, int]:
+    """The row's lanes, encoded (see the module docstring); returns (lanes, slices not drawn)."""
+    start = np.rint((track.start - origin) * 1000).astype(np.int64)
+    end = np.maximum(start, np.rint((track.end - origin) * 1000).astype(np.int64))
+    lane_of = _lane_of(start, end)
+    name_ids = [names.id(str(n)) for n in track.name]
+    detail_ids = [details.of(c, a) for c, a in zip(track.cat, track.args, strict=True)]
+    lanes = []
+    for li in range(int(lane_of.max(initial=-1)) + 1):
+        idx = np.flatnonzero(lane_of == li)
+        s = start[idx]
+        idx_list = idx.tolist()
+        lanes.append({"t": np.diff(s, prepend=0).tolist(), "d": (end[idx] - s).tolist(),
+                      "n": [name_ids[i] for i in idx_list], "a": [detail_ids[i] for i in idx_list]})
+    return lanes, int((lane_of < 0).sum())
 
 
 def _op_children(row: dict, names: list, group_has_instructions: bool) -> list[dict]:
@@ -204,105 +252,36 @@ def _op_children(row: dict, names: list, group_has_instructions: bool) -> list[d
     return out
 
 
+def _number(v) -> float:
+    return round(float(v), 6) if isinstance(v, int | float) else 0.0
+
+
 def _counter_rows(samples: list, origin: float, budget: int) -> tuple[list, dict]:
     samples.sort(key=lambda s: s[0])
-    series = []
+    series: dict = {}
     for _, args in samples:
         for k in args:
-            if k not in series:
-                series.append(k)
+            series.setdefault(k, None)
     if len(samples) > budget:  # keep each run's maximum: peaks stay visible
         n, kept = len(samples), []
         for k in range(budget):
             chunk = samples[k * n // budget:(k + 1) * n // budget]
             if chunk:
-                kept.append((chunk[0][0], {s: max(float(c[1].get(s, 0) or 0) for c in chunk) for s in series}))
+                peaks = {s: max(float(c[1].get(s, 0) or 0) for c in chunk) for s in series}
+                kept.append((chunk[0][0], peaks))
         samples = kept
-    t, prev = [], 0
-    values = {s: [] for s in series}
-    for ts, args in samples:
-        at = round((ts - origin) * 1000)
-        t.append(at - prev)
-        prev = at
-        for s in series:
-            v = args.get(s, 0)
-            values[s].append(round(float(v), 6) if isinstance(v, int | float) else 0.0)
-    return t, values
-
-
-def _intervals_to(pairs: list) -> tuple[list, list, list]:
-    """Sorted (host start, host end, new start) lists of a time mapping."""
-    pairs.sort()
-    return [p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs]
-
-
-def _mapper(starts: list, ends: list, new: list):
-    """Map a time inside interval i to ``new[i] + (t - starts[i])``; in a gap, to the end of the
-    interval before it (a device is idle between ops on its own clock)."""
-    def f(t: float) -> float:
-        i = bisect_right(starts, t) - 1
-        if i < 0:
-            return new[0] if new else t
-        return new[i] + min(t - starts[i], ends[i] - starts[i])
-    return f
-
-
-def _device_clocks(device_pids: list, tracks: dict, counters: dict) -> dict:
-    """Per device process, a function from trace time (us) to simulated device time (us).
-
-    A device op slice says where its op ran on the device clock (``args.simulated_start_ns``);
-    everything else of its process (instructions, counters) sits inside an op and moves with it.
-    Processes without such slices (NKI launches) have their op-row slices laid back to back, after
-    the device ops, in the order they were issued — as the summary counts them."""
-    maps, end_us = {}, 0.0
-    rest = []
-    for pid in device_pids:
-        pairs = [(s[0], s[1], float(s[4]["simulated_start_ns"]) / 1000.0)
-                 for (p, _), sl in tracks.items() if p == pid for s in sl
-                 if isinstance(s[4], dict) and isinstance(s[4].get("simulated_start_ns"), int | float)]
-        if not pairs:
-            rest.append(pid)
-            continue
-        maps[pid] = _mapper(*_intervals_to(pairs))
-        end_us = max(end_us, max(p[2] + p[1] - p[0] for p in pairs))
-    spans = sorted((s[0], s[1]) for (p, _), sl in tracks.items() if p in rest for s in sl
-                   if not (isinstance(s[4], dict) and "opcode" in s[4]))
-    merged: list[list[float]] = []
-    for lo, hi in spans:  # union of the launches' op slices, over all their cores
-        if merged and lo <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    pairs, cursor = [], end_us
-    for lo, hi in merged:
-        pairs.append((lo, hi, cursor))
-        cursor += hi - lo
-    shared = _mapper(*_intervals_to(pairs)) if pairs else (lambda t: t)
-    for pid in rest:
-        maps[pid] = shared
-    return maps
-
-
-def _retime(tracks: dict, counters: dict, maps: dict) -> None:
-    for key, sl in tracks.items():
-        f = maps.get(key[0])
-        if f is not None:
-            tracks[key] = [(f(s[0]), f(s[0]) + (s[1] - s[0]), *s[2:]) for s in sl]
-    for key, cs in counters.items():
-        f = maps.get(key[0])
-        if f is not None:
-            counters[key] = [(f(t), v) for t, v in cs]
+    at = np.rint((np.array([t for t, _ in samples], dtype=np.float64) - origin) * 1000).astype(np.int64)
+    values = {s: [_number(args.get(s, 0)) for _, args in samples] for s in series}
+    return np.diff(at, prepend=0).tolist(), values
 
 
 def timeline_models(trace: Mapping, *, max_slices: int = REPORT_MAX_SLICES,
                     max_counter_samples: int = REPORT_MAX_COUNTER_SAMPLES) -> dict[str, dict]:
     """``{"device": model, "host": model}`` of ``trace`` (a part only when it has tracks).
 
-    The device part is on the simulated device clock (see :func:`_device_clocks`): where the
-    trace has device ops at the host times they were issued (so that they line up with host ops in
-    Perfetto), the gaps between them are the simulator's own host time, not the device's. The
-    host part keeps the trace's wall-clock time. Each part's time 0 is its first event."""
-    events = list(trace.get("traceEvents", []))
+    The device part is on the simulated device clock (see ``timeline_clock.py``); the host part
+    keeps the trace's wall-clock time. Each part's time 0 is its first event."""
+    events = trace.get("traceEvents", [])
     pnames, psort, tnames, tsort = _metadata(events)
     tracks, counters = _collect(events)
 
@@ -310,13 +289,15 @@ def timeline_models(trace: Mapping, *, max_slices: int = REPORT_MAX_SLICES,
         return str(pnames.get(pid, "")).startswith(DEVICE_PREFIX)
 
     pids = sorted({k[0] for k in tracks} | {k[0] for k in counters}, key=lambda p: (psort.get(p, 0), str(p)))
-    _retime(tracks, counters, _device_clocks([p for p in pids if device(p)], tracks, counters))
+    retime(tracks, counters, device_clocks([p for p in pids if device(p)], tracks))
     budgets = _budgets({k: len(v) for k, v in tracks.items()}, max_slices)
     per_counter = max(16, max_counter_samples // max(1, len(counters)))
     out = {}
-    for part, chosen in (("device", [p for p in pids if device(p)]), ("host", [p for p in pids if not device(p)])):
+    parts = {"device": [p for p in pids if device(p)], "host": [p for p in pids if not device(p)]}
+    for part, chosen in parts.items():
         if chosen:
-            out[part] = _part_model(part, chosen, pnames, tnames, tsort, tracks, counters, budgets, per_counter)
+            out[part] = _part_model(part, chosen, pnames, tnames, tsort, tracks, counters, budgets,
+                                    per_counter)
             out[part]["stats"]["max_slices"] = max_slices
     return out
 
@@ -325,25 +306,25 @@ def _part_model(part: str, pids: list, pnames: dict, tnames: dict, tsort: dict, 
                 budgets: dict, per_counter: int) -> dict:
     keys_of = {pid: sorted((k for k in tracks if k[0] == pid), key=lambda k: (tsort.get(k, 0), str(k[1])))
                for pid in pids}
-    starts = [s[0] for pid in pids for k in keys_of[pid] for s in tracks[k]]
-    starts += [c[0] for k, cs in counters.items() if k[0] in pids for c in cs]
-    origin = min(starts, default=0.0)
-    names, details = _Strings(), _Strings()
+    mine = [tracks[k] for pid in pids for k in keys_of[pid]]
+    firsts = [float(t.start.min()) for t in mine if len(t)]
+    firsts += [min(c[0] for c in cs) for k, cs in counters.items() if k[0] in pids and cs]
+    origin = min(firsts, default=0.0)
+    names, details = _Strings(), _Details()
     groups, rows = [], []
     aggregated = dropped = source = 0
     for gi, pid in enumerate(pids):
         groups.append({"name": pnames.get(pid, str(pid)), "kind": part})
         group_rows = []
         for key in keys_of[pid]:
-            slices = tracks[key]
-            source += len(slices)
-            slices.sort(key=lambda s: (s[0], -s[1]))
-            if budgets[key] < len(slices):
-                aggregated += len(slices)
-                slices = _aggregate(slices, budgets[key])
-            lanes, deep = _lanes(slices, origin, names, details)
+            track = _sorted(tracks[key])
+            source += len(track)
+            instructions = any(isinstance(a, dict) and "opcode" in a for a in track.args[:64])
+            if budgets[key] < len(track):
+                aggregated += len(track)
+                track = _aggregate(track, budgets[key])
+            lanes, deep = _lanes(track, origin, names, details)
             dropped += deep
-            instructions = any(isinstance(s[4], dict) and "opcode" in s[4] for s in slices[:64])
             group_rows.append({"name": tnames.get(key, str(key[1])), "group": gi,
                                "kind": "instruction" if instructions else "op", "lanes": lanes})
         has_instructions = any(r["kind"] == "instruction" for r in group_rows)
@@ -356,8 +337,8 @@ def _part_model(part: str, pids: list, pnames: dict, tnames: dict, tsort: dict, 
         for key in sorted((k for k in counters if k[0] == pid), key=lambda k: str(k[1])):
             t, values = _counter_rows(counters[key], origin, per_counter)
             rows.append({"name": str(key[1]), "group": gi, "kind": "counter", "t": t, "series": values})
-    ends = [s[1] for pid in pids for k in keys_of[pid] for s in tracks[k]]
-    span = max(1, round((max(ends, default=origin) - origin) * 1000))
+    last = max((float(t.end.max()) for t in mine if len(t)), default=origin)
+    span = max(1, round((last - origin) * 1000))
     drawn = sum(len(lane["t"]) for r in rows if "lanes" in r for lane in r["lanes"])
     return {
         "schema": SCHEMA,

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-REQUIRE_BROWSER = "NEURON_SIM_REQUIRE_BROWSER"
+from neuronsim.env import NEURON_SIM_REQUIRE_BROWSER as REQUIRE_BROWSER
+
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -79,6 +80,7 @@ class Browser:
         self._lock = threading.Condition()
         self._next_id = 0
         self.session = None
+        self.target = None
         self.console_errors: list[str] = []
         self.requests: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -113,7 +115,8 @@ class Browser:
         method, params = msg.get("method"), msg.get("params", {})
         if method == "Runtime.exceptionThrown":
             d = params.get("exceptionDetails", {})
-            self.console_errors.append(f"uncaught: {d.get('exception', {}).get('description') or d.get('text')}")
+            what = d.get("exception", {}).get("description") or d.get("text")
+            self.console_errors.append(f"uncaught: {what}")
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
             text = " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
             self.console_errors.append(f"console.{params['type']}: {text}")
@@ -138,7 +141,8 @@ class Browser:
             while ident not in self._replies:
                 left = deadline - time.monotonic()
                 if left <= 0 or self.proc.poll() is not None:
-                    raise BrowserError(f"no reply to {method} (browser stderr: {b''.join(self._stderr)[-2000:]!r})")
+                    stderr = b"".join(self._stderr)[-2000:]
+                    raise BrowserError(f"no reply to {method} (browser stderr: {stderr!r})")
                 self._lock.wait(min(left, 0.5))
             reply = self._replies.pop(ident)
         if "error" in reply:
@@ -160,8 +164,16 @@ class Browser:
 
     # ---- page
     def open(self, path: Path) -> None:
-        target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
-        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
+        """Open ``path`` in a fresh tab (the previous one closed, its errors forgotten) and wait
+        until the report has started (``data-ready`` on the root element)."""
+        if self.session:
+            self.send("Target.closeTarget", {"targetId": self.target}, session=False)
+            self.session = None
+        self.console_errors, self.requests = [], []
+        while not self._events.empty():
+            self._events.get_nowait()
+        self.target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
+        self.session = self.send("Target.attachToTarget", {"targetId": self.target, "flatten": True},
                                  session=False)["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable")

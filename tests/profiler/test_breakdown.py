@@ -1,4 +1,4 @@
-"""Per-op engine time and DMA sizes (breakdown.py), and the recommendations that name their ops (advice.py)."""
+"""Per-op engine time and DMA sizes (breakdown.py); recommendations that name their ops (advice.py)."""
 
 import pytest
 from kernels import at, dma_only_run, mixed_run
@@ -66,7 +66,8 @@ def test_a_kernel_profile_names_the_kernel_lines_that_issued_small_dmas():
 def test_dma_bound_names_the_ops_whose_dma_outlasts_their_compute():
     rows = [{"name": "a", "kind": "kernel", "total_time": 1.0,
              "engine_active_time": {"tensor": 0.1, "vector": 0.2, "dma": 0.9}},
-            {"name": "b", "kind": "kernel", "total_time": 1.0, "engine_active_time": {"tensor": 0.9, "dma": 0.5}}]
+            {"name": "b", "kind": "kernel", "total_time": 1.0,
+             "engine_active_time": {"tensor": 0.9, "dma": 0.5}}]
     fields = {**S.empty_summary(), "total_time": 1.0, "dma_active_time_percent": 80.0,
               "tensor_engine_active_time_percent": 50.0}
     (rec,) = [r for r in advice.recommendations(fields, rows) if r["id"] == "dma_bound"]

@@ -11,10 +11,12 @@ from neuronsim.profiler.timeline_model import model_json, timeline_models
 def meta(pid, name, tids=(), sort=None):
     out = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}]
     if sort is not None:
-        out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": sort}})
+        out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                    "args": {"sort_index": sort}})
     for tid, tname in tids:
         out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": tname}})
-        out.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+        out.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                    "args": {"sort_index": tid}})
     return out
 
 
@@ -40,8 +42,8 @@ def device_trace_in_host_time():
     ev = meta(0, "neuron:0 NeuronCore (trn2, simulated)", [(1, "Device ops"), (12, "VectorE")], sort=-100)
     ev += meta(7, "host (pid 7)", [(1, "Host: time to issue each device op")], sort=-1000)
     ev += [
-        x(0, 1, "aten::add", 1000.0, 2.0, {"simulated_start_ns": 0.0, "duration_ns": 2000.0, "kind": "kernel"}),
-        x(0, 1, "aten::mul", 2_000_000.0, 3.0, {"simulated_start_ns": 2000.0, "duration_ns": 3000.0, "kind": "kernel"}),
+        x(0, 1, "aten::add", 1000.0, 2.0, {"simulated_start_ns": 0.0, "duration_ns": 2000.0}),
+        x(0, 1, "aten::mul", 2_000_000.0, 3.0, {"simulated_start_ns": 2000.0, "duration_ns": 3000.0}),
         x(0, 12, "tensor_tensor", 2_000_001.0, 1.5, {"opcode": "tensor_tensor", "engine": "vector",
                                                      "nki_source_location": "k.py:3"}, cat="vector"),
         {"ph": "C", "pid": 0, "tid": 0, "name": "SBUF in use", "ts": 2_000_001.0, "args": {"bytes": 512}},
@@ -57,7 +59,8 @@ def test_device_on_the_simulated_clock_host_apart_on_the_wall_clock():
     dev, host = models["device"], models["host"]
     assert dev["clock"] == "simulated" and host["clock"] == "wall"
     rows = {r["name"]: r for r in dev["rows"]}
-    assert [r["name"] for r in dev["rows"]] == ["Device ops", "aten::mul", "aten::add", "VectorE", "SBUF in use"]
+    assert [r["name"] for r in dev["rows"]] == ["Device ops", "aten::mul", "aten::add", "VectorE",
+                                                "SBUF in use"]
     # the ops back to back as the device clock ran them (the host's 2 s gap is gone)
     assert slices(dev, rows["Device ops"]) == [(0, 2000, "aten::add"), (2000, 5000, "aten::mul")]
     # the instruction moved with its op: 1 us into aten::mul
@@ -66,9 +69,22 @@ def test_device_on_the_simulated_clock_host_apart_on_the_wall_clock():
     assert rows["SBUF in use"]["kind"] == "counter" and rows["SBUF in use"]["t"] == [3000]
     assert dev["span_ns"] == 5000 and dev["focus_ns"] == [0, 5000]
     detail = dev["details"][rows["VectorE"]["lanes"][0]["a"][0]]
-    assert detail == {"opcode": "tensor_tensor", "engine": "vector", "nki_source_location": "k.py:3", "cat": "vector"}
+    assert detail == {"opcode": "tensor_tensor", "engine": "vector", "nki_source_location": "k.py:3",
+                      "cat": "vector"}
     assert [r["name"] for r in host["rows"]] == ["Host: time to issue each device op"]
     assert host["span_ns"] == 2_000_000_000 and host["groups"][0]["kind"] == "host"
+
+
+def test_ops_a_capped_trace_aggregated_follow_the_last_op_as_long_as_their_busy_time():
+    ev = meta(0, "neuron:0 NeuronCore (trn2, simulated)", [(1, "Device ops")])
+    ev += [x(0, 1, "aten::add", 10.0, 2.0, {"simulated_start_ns": 0.0}),
+           x(0, 1, "aten::mul", 50.0, 3.0, {"simulated_start_ns": 2000.0}),
+           x(0, 1, "500 ops (aggregated)", 900.0, 800.0, {"aggregated_ops": 500, "busy_ns": 7000.0}),
+           x(0, 1, "400 ops (aggregated)", 1800.0, 900.0, {"aggregated_ops": 400, "busy_ns": 6000.0})]
+    dev = timeline_models({"traceEvents": ev})["device"]
+    assert slices(dev, dev["rows"][0]) == [(0, 2000, "aten::add"), (2000, 5000, "aten::mul"),
+                                           (5000, 12000, "500 ops (aggregated)"),
+                                           (12000, 18000, "400 ops (aggregated)")]
 
 
 def test_op_rows_get_one_child_per_op_longest_first_open_without_instruction_rows():

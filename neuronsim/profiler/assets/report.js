@@ -88,6 +88,7 @@
       if (row.parent !== undefined && row.parent !== null) {
         row.lanes = [subLane(rows[row.parent].lanes[0], model.rows[row.index].idx)];
         rows[row.parent].children = (rows[row.parent].children || 0) + 1;
+        if (row.open) rows[row.parent].open = true; // the model opens per-op rows where no engine rows are
       }
     }
     for (const row of rows) {
@@ -308,6 +309,7 @@
       requestAnimationFrame(() => { this.pending = false; this.draw(); });
     }
     draw() {
+      const began = performance.now();
       this.frames++;
       this.drawAxis();
       const ctx = this.canvas.getContext("2d");
@@ -331,6 +333,7 @@
         ctx.fillStyle = "#eef0f3";
         ctx.fillRect(0, it.y + it.h - 1, this.width, 1);
       }
+      this.drawMs = performance.now() - began;
     }
     ticks() {
       const span = this.view.end - this.view.start;
@@ -598,7 +601,7 @@
 
     // -- what the browser tests read
     state() {
-      return { start: this.view.start, end: this.view.end, rows: this.drawnRows.slice(), frames: this.frames,
+      return { start: this.view.start, end: this.view.end, rows: this.drawnRows.slice(), frames: this.frames, drawMs: this.drawMs,
         visibleRows: this.items.filter((i) => i.type === "row").map((i) => i.row.name), unit: this.axis.dataset.unit };
     }
   }
