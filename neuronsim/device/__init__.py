@@ -15,6 +15,10 @@ from neuronsim import env
 
 def enable() -> None:
     """Register the ``neuron`` device in this process (idempotent)."""
+    # torch first: with NEURON_SIM=1 its import runs _autoload, which imports registration itself
+    # (importing registration first would re-enter it half-initialized from torch's import)
+    import torch  # noqa: F401
+
     from neuronsim.device import registration
 
     registration.register()
