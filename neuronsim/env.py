@@ -10,6 +10,8 @@ NEURON_SIM_HBM_BYTES = "NEURON_SIM_HBM_BYTES"  # simulated HBM bytes per logical
 NEURON_SIM_CAST_64BIT = "NEURON_SIM_CAST_64BIT"  # "0": compute float64/int64 ops in 64 bits (default "1")
 NEURON_SIM_COLLECTIVE_TIMEOUT = "NEURON_SIM_COLLECTIVE_TIMEOUT"  # seconds a collective waits for its peers (default 60)
 NEURON_SIM_CACHE_DIR = "NEURON_SIM_CACHE_DIR"  # root of Numba's disk cache (default ~/.cache/neuronsim/numba)
+# tests: "1" makes the browser tests fail, not skip, when no Chromium is installed (.ci/run sets it)
+NEURON_SIM_REQUIRE_BROWSER = "NEURON_SIM_REQUIRE_BROWSER"
 
 # The pytest plugin (neuronsim/pytest_plugin.py): its command-line options, marker and baseline file.
 PYTEST_SIM_OPTION = "--neuron-sim"  # enable the emulated device for the session (or NEURON_SIM=1)

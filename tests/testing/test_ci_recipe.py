@@ -32,8 +32,10 @@ def _recipe(project: Path, store: Path, numba_cache: Path, *pytest_args: str):
     environ.update({"NEURONSIM_INSTALL": "",  # installed already: this test's environment
                     "NEURONSIM_CACHE_STORE": str(store), env.NEURON_SIM_CACHE_DIR: str(numba_cache),
                     "PATH": f"{BIN}{os.pathsep}{environ.get('PATH', '')}"})
-    return subprocess.run(["bash", str(RECIPE), "-p", "no:cacheprovider", *pytest_args], cwd=project,
-                          env=environ, capture_output=True, text=True, timeout=1800)
+    # -p names the plugin in case this environment was installed before its entry point existed
+    pytest_args = ("-p", "neuronsim.pytest_plugin", "-p", "no:cacheprovider", *pytest_args)
+    return subprocess.run(["bash", str(RECIPE), *pytest_args], cwd=project, env=environ, capture_output=True,
+                          text=True, timeout=1800)
 
 
 @pytest.mark.skipif(shutil.which("neuronsim", path=str(BIN)) is None or shutil.which("tar") is None,
