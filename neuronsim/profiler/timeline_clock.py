@@ -84,7 +84,7 @@ def _union(spans: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, 
     return starts[first], reach[last]
 
 
-def _is_instruction_track(track: Track) -> bool:
+def is_instruction_track(track: Track) -> bool:
     return any(isinstance(a, dict) and "opcode" in a for a in track.args[:64])
 
 
@@ -109,7 +109,7 @@ def device_clocks(device_pids: list, tracks: dict) -> dict:
         pid_end = float((new + end - start).max())
         maps[pid] = _with_tail(clock, pid, tracks, sims, float(end.max()), pid_end)
         end_us = max(end_us, pid_end + sum(getattr(maps[pid], "tail_us", ())))
-    spans = [(t.start, t.end) for key, t in tracks.items() if key[0] in rest and not _is_instruction_track(t)]
+    spans = [(t.start, t.end) for key, t in tracks.items() if key[0] in rest and not is_instruction_track(t)]
     lo, hi = _union(spans)  # the launches' op slices over all their cores, overlaps merged
     new = end_us + np.concatenate([[0.0], np.cumsum(hi - lo)[:-1]]) if lo.size else lo
     shared = ClockMap(lo, hi, new)
@@ -133,7 +133,7 @@ class _TailedClock:
 def _with_tail(clock: ClockMap, pid, tracks: dict, sims: dict, host_end: float, sim_end: float):
     tail = []
     for key, track in tracks.items():
-        if key[0] != pid or _is_instruction_track(track):
+        if key[0] != pid or is_instruction_track(track):
             continue
         sim = sims.get(key)
         missing = np.isnan(sim) if sim is not None else np.ones(len(track), bool)

@@ -26,7 +26,8 @@ Counters keep at most ``REPORT_MAX_COUNTER_SAMPLES`` samples (the maximum of eac
 Encoding, per lane: ``t`` start times as deltas from the previous start, ``d`` durations, both in
 integer nanoseconds from the part's first event; ``n`` an index into ``names``; ``a`` an index into
 ``details`` (the slice's ``cat`` and ``args``, shared by identical slices — the same instruction in
-every run of a kernel), or -1.
+every run of a kernel), or -1; instruction rows also ``o``, the name index of the op (or launch)
+each instruction ran in, or -1.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from neuronsim.profiler.timeline_clock import Track, device_clocks, retime
+from neuronsim.profiler.timeline_clock import Track, device_clocks, is_instruction_track, retime
 
 SCHEMA = "neuronsim-report-timeline/1"
 REPORT_MAX_SLICES = 650_000
@@ -212,8 +213,10 @@ def _lane_of(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return lanes
 
 
-def _lanes(track: Track, origin: float, names: _Strings, details: _Details) -> tuple[list, int]:
-    """The row's lanes, encoded (see the module docstring); returns (lanes, slices not drawn)."""
+def _lanes(track: Track, origin: float, names: _Strings, details: _Details,
+           ops: list | None = None) -> tuple[list, int]:
+    """The row's lanes, encoded (see the module docstring); returns (lanes, slices not drawn).
+    ``ops``: the name of the op each slice ran in (an instruction row's), or None."""
     start = np.rint((track.start - origin) * 1000).astype(np.int64)
     end = np.maximum(start, np.rint((track.end - origin) * 1000).astype(np.int64))
     lane_of = _lane_of(start, end)
@@ -224,9 +227,31 @@ def _lanes(track: Track, origin: float, names: _Strings, details: _Details) -> t
         idx = np.flatnonzero(lane_of == li)
         s = start[idx]
         idx_list = idx.tolist()
-        lanes.append({"t": np.diff(s, prepend=0).tolist(), "d": (end[idx] - s).tolist(),
-                      "n": [name_ids[i] for i in idx_list], "a": [detail_ids[i] for i in idx_list]})
+        lane = {"t": np.diff(s, prepend=0).tolist(), "d": (end[idx] - s).tolist(),
+                "n": [name_ids[i] for i in idx_list], "a": [detail_ids[i] for i in idx_list]}
+        if ops is not None:
+            lane["o"] = [names.id(ops[i]) if ops[i] is not None else -1 for i in idx_list]
+        lanes.append(lane)
     return lanes, int((lane_of < 0).sum())
+
+
+def _enclosing_ops(op_tracks: list) -> tuple[np.ndarray, np.ndarray, list]:
+    """A process's op slices (device ops, launches), sorted: (starts, ends, names)."""
+    starts = np.concatenate([t.start for t in op_tracks] or [np.empty(0)])
+    ends = np.concatenate([t.end for t in op_tracks] or [np.empty(0)])
+    names = [n for t in op_tracks for n in t.name]
+    order = np.argsort(starts, kind="stable")
+    return starts[order], ends[order], [names[i] for i in order.tolist()]
+
+
+def _op_of(track: Track, ops: tuple) -> list:
+    """The op each slice of ``track`` lies in (by its start), or None."""
+    starts, ends, names = ops
+    if not starts.size:
+        return [None] * len(track)
+    i = np.searchsorted(starts, track.start, side="right") - 1
+    inside = (i >= 0) & (track.start <= ends[np.maximum(i, 0)] + 1e-6)
+    return [names[k] if ok else None for k, ok in zip(i.tolist(), inside.tolist(), strict=True)]
 
 
 def _op_children(row: dict, names: list, group_has_instructions: bool) -> list[dict]:
@@ -316,14 +341,16 @@ def _part_model(part: str, pids: list, pnames: dict, tnames: dict, tsort: dict, 
     for gi, pid in enumerate(pids):
         groups.append({"name": pnames.get(pid, str(pid)), "kind": part})
         group_rows = []
+        is_instructions = {key: is_instruction_track(tracks[key]) for key in keys_of[pid]}
+        ops = _enclosing_ops([tracks[k] for k in keys_of[pid] if not is_instructions[k]])
         for key in keys_of[pid]:
             track = _sorted(tracks[key])
             source += len(track)
-            instructions = any(isinstance(a, dict) and "opcode" in a for a in track.args[:64])
+            instructions = is_instructions[key]
             if budgets[key] < len(track):
                 aggregated += len(track)
                 track = _aggregate(track, budgets[key])
-            lanes, deep = _lanes(track, origin, names, details)
+            lanes, deep = _lanes(track, origin, names, details, _op_of(track, ops) if instructions else None)
             dropped += deep
             group_rows.append({"name": tnames.get(key, str(key[1])), "group": gi,
                                "kind": "instruction" if instructions else "op", "lanes": lanes})

@@ -19,6 +19,14 @@ from neuronsim.profiler.trace import load_trace
 from neuronsim.profiler.validate import check_trace
 
 REPO = Path(__file__).resolve().parents[2]
+MOST_LANES = "Math.max(...neuronsimReport.timelines[1].rows.map(r => r.lanes ? r.lanes.length : 0))"
+DEVICE_SCRIPT = """
+import torch
+x = torch.randn(32, 32).to("neuron")
+for _ in range(3):
+    x = torch.tanh(x @ x)
+print("sum", float(x.sum().cpu()))
+"""
 ENGINE_ROWS = {"TensorE (LoadStationary)", "TensorMatrix (MultiplyMoving)", "VectorE", "DMA q0"}
 
 
@@ -108,4 +116,26 @@ def test_train_gpt_trn2_vs_trn3_prints_and_renders_the_deltas(browser, profiles,
     assert a1["end"] - a1["start"] < a0["end"] - a0["start"]
     assert b1["end"] - b1["start"] == pytest.approx(a1["end"] - a1["start"])
     assert b0 != b1
+    assert browser.console_errors == []
+
+
+def test_torch_profiler_host_ops_open_in_the_same_report(browser, tmp_path):
+    """The format torch_neuronx.profiling's NeuronProfiler writes: torch.profiler's host ops (nested,
+    on their threads) with the device ops merged in."""
+    script = tmp_path / "device.py"
+    script.write_text(DEVICE_SCRIPT)
+    result = neuronsim("profile", "--torch-profiler", "--detail", "instruction", "--html",
+                       "-o", tmp_path / "p", script)
+    assert result.returncode == 0, result.stderr
+    trace = load_trace(tmp_path / "p" / "trace.json")
+    check_trace(trace, allow_foreign_phases=True)
+    browser.open(tmp_path / "p" / "report.html")
+    browser.frame()
+    device = check_renders(browser, trace)
+    assert {"Device ops", "TensorE (LoadStationary)", "VectorE"} <= set(device["rows"])
+    host = check_renders(browser, trace, timeline=1, part="host")
+    lanes = browser.eval(MOST_LANES)
+    assert host["rows"] and lanes > 1  # torch.profiler's ops nest: drawn in lanes
+    check_zoom(browser, timeline=1)
+    browser.screenshot(tmp_path / "torch-profiler.png")
     assert browser.console_errors == []

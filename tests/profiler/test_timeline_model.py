@@ -65,6 +65,8 @@ def test_device_on_the_simulated_clock_host_apart_on_the_wall_clock():
     assert slices(dev, rows["Device ops"]) == [(0, 2000, "aten::add"), (2000, 5000, "aten::mul")]
     # the instruction moved with its op: 1 us into aten::mul
     assert slices(dev, rows["VectorE"]) == [(3000, 4500, "tensor_tensor")]
+    assert dev["names"][rows["VectorE"]["lanes"][0]["o"][0]] == "aten::mul"  # the op it ran in
+    assert "o" not in rows["Device ops"]["lanes"][0]
     assert rows["VectorE"]["kind"] == "instruction" and rows["Device ops"]["kind"] == "op"
     assert rows["SBUF in use"]["kind"] == "counter" and rows["SBUF in use"]["t"] == [3000]
     assert dev["span_ns"] == 5000 and dev["focus_ns"] == [0, 5000]

@@ -54,7 +54,8 @@
     const n = lane.t.length, start = new Float64Array(n), end = new Float64Array(n);
     let t = 0;
     for (let i = 0; i < n; i++) { t += lane.t[i]; start[i] = t; end[i] = t + lane.d[i]; }
-    return { start, end, name: Int32Array.from(lane.n), det: Int32Array.from(lane.a), n };
+    return { start, end, name: Int32Array.from(lane.n), det: Int32Array.from(lane.a),
+      op: lane.o ? Int32Array.from(lane.o) : null, n };
   }
   function subLane(lane, idx) {
     const n = idx.length, out = { start: new Float64Array(n), end: new Float64Array(n),
@@ -296,7 +297,7 @@
       const d = det >= 0 ? this.details[det] : null;
       let key;
       if (this.colourBy === "engine") key = d ? (d.engine || d.cat || this.names[lane.name[i]]) : this.names[lane.name[i]];
-      else if (this.colourBy === "op") key = d && d.kernel ? d.kernel : this.names[lane.name[i]];
+      else if (this.colourBy === "op") key = lane.op && lane.op[i] >= 0 ? this.names[lane.op[i]] : this.names[lane.name[i]];
       else key = this.names[lane.name[i]];
       if (d && d.cat === "aggregated") key = "aggregated";
       return this.colourBy === "name" ? hashColour(String(key)) : colourOf(key);
@@ -383,7 +384,7 @@
           const x0 = (lane.start[i] - vs) * k, x1 = (lane.end[i] - vs) * k;
           if (x1 < lastX + 1 && x1 - x0 < 1) continue; // this pixel column is painted already
           const left = Math.max(x0, lastX, 0), right = Math.min(Math.max(x1, left + 1), this.width);
-          const hit = searching && (this.hitName.has(lane.name[i]) || this.hitDet.has(lane.det[i]));
+          const hit = searching && this.isMatch(lane, i);
           ctx.globalAlpha = searching && !hit ? 0.22 : 1;
           ctx.fillStyle = this.sliceColour(lane, i);
           ctx.fillRect(left, y, right - left, h);
@@ -459,9 +460,10 @@
     describe(hit) {
       const lane = hit.row.lanes[hit.lane], i = hit.i;
       const det = lane.det[i] >= 0 ? this.details[lane.det[i]] : {};
-      const lines = [`<b>${esc(this.names[lane.name[i]])}</b>`,
-        `<span class="k">row</span> ${esc(hit.row.name)}`,
-        `<span class="k">start</span> ${fmtTime(lane.start[i])} · <span class="k">duration</span> ${fmtTime(lane.end[i] - lane.start[i])}`];
+      const lines = [`<b>${esc(this.names[lane.name[i]])}</b>`];
+      if (lane.op && lane.op[i] >= 0) lines.push(`<span class="k">op</span> ${esc(this.names[lane.op[i]])}`);
+      lines.push(`<span class="k">row</span> ${esc(hit.row.name)}`,
+        `<span class="k">start</span> ${fmtTime(lane.start[i])} · <span class="k">duration</span> ${fmtTime(lane.end[i] - lane.start[i])}`);
       const order = ["kernel", "opcode", "engine", "queue", "bytes", "nki_source_location", "operands", "flops", "kind",
         "native", "launch_ns", "dma_engines", "core", "instructions", "aggregated_slices", "busy_ns", "first"];
       const keys = order.filter((k) => k in det).concat(Object.keys(det).filter((k) => !order.includes(k) && k !== "cat"));
@@ -471,7 +473,7 @@
         else if (k.endsWith("_ns") && typeof v === "number") v = fmtTime(v);
         else if (Array.isArray(v)) v = v.join("<br>&nbsp;&nbsp;");
         else if (typeof v === "object") v = JSON.stringify(v);
-        const label = k === "kernel" ? "op / kernel" : k === "opcode" ? "instruction" : k === "nki_source_location" ? "kernel line" : k;
+        const label = k === "opcode" ? "instruction" : k === "nki_source_location" ? "kernel line" : k;
         lines.push(`<span class="k">${esc(label)}</span> ${Array.isArray(det[k]) ? v : esc(v)}`);
       }
       return lines.join("<br>");
@@ -550,7 +552,10 @@
       this.render();
     }
 
-    // -- search: highlight slices whose name, op/kernel or instruction matches
+    // -- search: highlight slices whose name, op, kernel or instruction matches
+    isMatch(lane, i) {
+      return this.hitName.has(lane.name[i]) || this.hitDet.has(lane.det[i]) || (lane.op !== null && this.hitName.has(lane.op[i]));
+    }
     setSearch(text) {
       this.search = text.trim().toLowerCase();
       this.matchAt = -1;
@@ -564,6 +569,10 @@
         const k = String(d.kernel || "").toLowerCase();
         if (exact ? k === this.search : k.includes(this.search)) hitDet.add(i);
       });
+      this.hitName = hitName;
+      this.hitDet = hitDet;
+      this.matches = true;
+      // the slices to step through: by name or kernel (an op's instructions are highlighted, not listed)
       const list = [];
       for (const row of this.rows) {
         if (!row.lanes || row.parent != null) continue;
@@ -574,9 +583,6 @@
         });
       }
       list.sort((a, b) => a.t - b.t);
-      this.hitName = hitName;
-      this.hitDet = hitDet;
-      this.matches = true;
       this.matchList = list;
       this.matchesEl.textContent = `${list.length} match${list.length === 1 ? "" : "es"}`;
       this.render();
