@@ -47,6 +47,7 @@ def _autoload() -> None:
         )
         return
     registration.register()
-    from neuronsim.nki_alias import install_alias
+    from neuronsim.nki_alias import install_alias, install_torch_neuronx_alias
 
     install_alias()  # kernel files' `import nki` (lazy: costs nothing until it runs)
+    install_torch_neuronx_alias()  # TorchNeuron scripts' and the ecosystem's `import torch_neuronx`
