@@ -140,11 +140,6 @@ def execute(k: Kernel, traced: TracedKernel, args, kwargs):
     return _outputs(traced.returns, hbm, use_torch), runs
 
 
-# simulate() records each launch with a profiler session itself (profile.record_launch); this tells
-# the session's interim wrapper (profiler.session.observe_nki_simulate) not to record it again.
-execute._neuronsim_observed = True
-
-
 def _outputs(ret, hbm, use_torch: bool):
     if ret is None:
         return None
