@@ -13,14 +13,13 @@ import functools
 import gc
 import inspect
 import itertools
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuronsim.errors import ConstraintError, InputError
+from neuronsim.errors import ConstraintError
 from neuronsim.nki.allocate import allocate
 from neuronsim.nki.build import build_programs
 from neuronsim.nki.tracing import NkiTensor, Trace, active_trace, tracing
@@ -317,9 +316,3 @@ def as_kernel(kernel) -> Kernel:
         return Kernel(kernel)
     raise TypeError(f"expected an @nki.jit kernel or a function, got {type(kernel).__name__}")
 
-
-def torch_module():
-    return sys.modules.get("torch")
-
-
-__all__ = ["Kernel", "TracedKernel", "Instance", "jit", "as_kernel", "InputError"]
