@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from neuronsim.nki.kernel import TracedKernel
+from neuronsim.nki.traced import TracedKernel
 from neuronsim.profiler import session
 from neuronsim.profiler.events import KernelRun, PlacedRun
 from neuronsim.profiler.summary import ENGINES, kernel_summary, merge_summaries
