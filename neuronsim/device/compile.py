@@ -299,6 +299,7 @@ def _constant(a):
 
 def _replace(gm: torch.fx.GraphModule, members: list[torch.fx.Node],
              anchor: torch.fx.Node | None = None) -> None:
+    from neuronsim.device import native
     from neuronsim.kernels.fused import Region, Step, region_op
 
     index = {node: j for j, node in enumerate(members)}
@@ -317,6 +318,7 @@ def _replace(gm: torch.fx.GraphModule, members: list[torch.fx.Node],
                   for n in members)
     outputs = tuple(j for j, n in enumerate(members) if any(u not in index for u in n.users))
     op = region_op(Region(len(inputs), steps, outputs, None if anchor is None else index[anchor]))
+    native.register(op)
     last = members[-1]
     with gm.graph.inserting_after(last):
         call = gm.graph.call_function(op, tuple(inputs))

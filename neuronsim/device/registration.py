@@ -11,12 +11,12 @@ import threading
 
 import torch
 
-from neuronsim import kernels
 from neuronsim.device import (
     accelerator,
     autograd_hooks,
     distributed,
     module,
+    native,
     op_table,
     settings,
     state,
@@ -113,7 +113,7 @@ def register() -> None:
             accelerator.install()
             storage.install()
             autograd_hooks.install()
-            kernels.install()  # native ops; their NKI kernels load at each family's first call
+            native.install()  # native ops; their NKI kernels load at each family's first call
             distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
             _prefer_device_in_fake_propagation()
             _connect_profiler()

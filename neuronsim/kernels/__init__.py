@@ -2,20 +2,21 @@
 
 A family module registers a *planner* per ATen op with :func:`neuronsim.kernels.registry.native`.
 On the first call of a signature (op, shapes, strides, dtypes, scalar args) the planner decides
-whether its kernel covers it and how; the kernel is traced into a Program, scheduled, and cached
-with everything a later call needs (see ``registry.py``). Later calls run the cached Program on the
-device tensors in place (they are the simulated HBM) and charge its schedule to the device clock.
+whether its kernel covers it and how; the device's native-op runtime (``neuronsim/device/native``)
+traces the kernel into a Program (``launch.py``), schedules it and caches it with everything a
+later call needs. Later calls run the cached Program on the device tensors in place (they are the
+simulated HBM) and charge its schedule to the device clock.
 
-:func:`install` runs when the device registers. It must not import the NKI frontend (which loads
-the simulator and Numba — ``import torch`` under ``NEURON_SIM=1`` should not pay for that), so it
-registers a lazy stub per op named in :data:`FAMILIES`; a family module is imported at the first
-call of one of its ops. ``tests/kernels/test_registry.py`` checks that the manifest and the
-modules agree.
+:data:`FAMILIES` names each family's ops, so the device can register them without importing the
+families (which load NKI, the simulator and Numba). ``tests/kernels/test_registry.py`` checks that
+the manifest and the modules agree.
 """
 
 from __future__ import annotations
 
-import importlib
+from neuronsim.kernels.registry import op_overload
+
+__all__ = ["FAMILIES", "op_overload"]
 
 # family module -> the ATen ops it registers
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -125,49 +126,3 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::_softmax.default", "aten::_softmax_backward_data.default",
     ),
 }
-
-
-def op_overload(name: str):
-    """``torch.ops.aten.add.Tensor`` from ``"aten::add.Tensor"``."""
-    import torch
-
-    namespace, _, rest = name.partition("::")
-    base, _, overload = rest.partition(".")
-    return getattr(getattr(getattr(torch.ops, namespace), base), overload or "default")
-
-
-class _LazyFamily:
-    """Stands in for a family's kernels until one of its ops is first called."""
-
-    def __init__(self, module: str):
-        self.module = module
-
-    def __call__(self, op, args, kwargs):
-        from neuronsim.device import dispatch
-
-        importlib.import_module(self.module)  # registers the real kernels, replacing the stubs
-        real = dispatch.NATIVE_KERNELS.get(op)
-        if real is None or real is self:
-            return NotImplemented
-        return real(op, args, kwargs)
-
-
-def install() -> None:
-    """Register every family's ops with the device's chokepoint (lazily, see the module doc)."""
-    from neuronsim.device import dispatch
-
-    for module, names in FAMILIES.items():
-        stub = _LazyFamily(module)
-        for name in names:
-            op = op_overload(name)
-            if op not in dispatch.NATIVE_KERNELS:
-                dispatch.register_native_kernel(op, stub)
-
-
-def uninstall() -> None:
-    """Remove every kernel of this package from the chokepoint (everything falls back)."""
-    from neuronsim.device import dispatch
-
-    for names in FAMILIES.values():
-        for name in names:
-            dispatch.unregister_native_kernel(op_overload(name))

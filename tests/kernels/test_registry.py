@@ -10,7 +10,8 @@ import torch
 
 import neuronsim
 from neuronsim import kernels
-from neuronsim.device import clock, dispatch, hbm
+from neuronsim.device import clock, dispatch, hbm, native
+from neuronsim.device.native.op import NativeOp
 from neuronsim.kernels import registry
 from neuronsim.profiler import from_clock_events
 from neuronsim.profiler.summary import device_summary
@@ -23,24 +24,29 @@ def test_the_manifest_names_exactly_the_ops_each_family_registers():
     for module, names in kernels.FAMILIES.items():
         importlib.import_module(module)
         for name in names:
-            kernel = dispatch.NATIVE_KERNELS[kernels.op_overload(name)]
-            assert isinstance(kernel, registry.NativeOp), name
-            assert kernel.planner.__module__ == module, name
+            assert registry.TABLE[name].family == module, name
     listed = {n for names in kernels.FAMILIES.values() for n in names}
-    assert set(registry.PLANNERS) == listed
+    assert {n for n, spec in registry.TABLE.items() if spec.family is not None} == listed
+
+
+def test_a_familys_first_call_puts_native_ops_in_place_of_its_stubs():
+    torch.ones(3, device="neuron") * 2
+    for name in kernels.FAMILIES["neuronsim.kernels.elementwise"]:
+        kernel = dispatch.NATIVE_KERNELS[kernels.op_overload(name)]
+        assert isinstance(kernel, NativeOp) and kernel.planner is registry.TABLE[name].planner, name
 
 
 def test_a_signature_is_traced_once_and_reused():
     a = torch.randn(37, 5, device="neuron")
     b = torch.randn(37, 5, device="neuron")
-    cache = registry.entries("aten::add.Tensor")
+    cache = native.entries("aten::add.Tensor")
     before = len(cache)
     for _ in range(3):
         a + b
     assert len(cache) == before + 1
     a[:, :3] + b[:, :3]  # other strides: another signature
     assert len(cache) == before + 2
-    entry = next(e for e in cache.values() if not registry.is_declined(e) and e.output_specs[0][0] == (37, 5))
+    entry = next(e for e in cache.values() if not native.is_declined(e) and e.output_specs[0][0] == (37, 5))
     assert entry.traced.instructions > 0 and entry.prepared.timeline.total_ns > 0
 
 
@@ -49,7 +55,7 @@ def test_uncovered_signatures_fall_back_and_the_answer_is_cached():
     torch.neuron.clear_op_tracking()
     x + x
     assert torch.neuron.get_fallback_ops() == ["aten::add.Tensor"]
-    declined = [e for e in registry.entries("aten::add.Tensor").values() if registry.is_declined(e)]
+    declined = [e for e in native.entries("aten::add.Tensor").values() if native.is_declined(e)]
     assert declined
 
 
