@@ -183,15 +183,16 @@ _clocks_lock = threading.Lock()
 _capacity = DEFAULT_CAPACITY  # records kept per clock (a profiling session asks for more)
 
 
-def keep_records(capacity: int) -> None:
-    """Keep at least the newest ``capacity`` records on every clock, those made later included."""
+def keep_records(capacity: int | None) -> None:
+    """Keep the newest ``capacity`` records on every clock, those made later included (a profiling
+    session asks for more while it records); None: back to the usual ``DEFAULT_CAPACITY``."""
     global _capacity
     with _clocks_lock:
-        _capacity = max(_capacity, capacity)
+        _capacity = DEFAULT_CAPACITY if capacity is None else capacity
         clocks = list(_clocks.values())
     for clk in clocks:
-        if clk._records.maxlen < capacity:
-            clk.set_capacity(capacity)
+        if clk._records.maxlen != _capacity:
+            clk.set_capacity(_capacity)
 
 
 def all_clocks() -> dict[int, DeviceClock]:

@@ -17,11 +17,13 @@ from neuronsim.device import (
     distributed,
     module,
     native,
+    nki_launch,
     op_table,
     settings,
     state,
     storage,
 )
+from neuronsim.nki.kernel import register_launcher
 
 _lock = threading.Lock()
 _registered = False
@@ -115,6 +117,7 @@ def register() -> None:
             autograd_hooks.install()
             native.install()  # native ops; their NKI kernels load at each family's first call
             distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
+            register_launcher(nki_launch.launch)  # @nki.jit kernels called on neuron tensors
             _prefer_device_in_fake_propagation()
             _connect_profiler()
         _registered = True

@@ -5,7 +5,8 @@ other arguments (trace-time constants), the launch grid and the chip — into a
 :class:`~neuronsim.nki.traced.TracedKernel` (``traced.py``: one trace per SPMD instance, allocated
 and built into Programs). It is cached, so running the same signature again costs no tracing (and
 ``sim.prepare`` caches the schedules of its Programs). Calling a kernel with arrays launches it
-(``launch.py``); called from a kernel being traced, it is inlined.
+(``launch.py``); called from a kernel being traced, it is inlined. A layer above (the torch device)
+can take calls on its own tensors (:func:`register_launcher`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,17 @@ from neuronsim.nki.trace import active_trace
 from neuronsim.nki.traced import TracedKernel, is_array, trace_kernel
 from neuronsim.options import current as current_options
 from neuronsim.sim.chips import ChipSpec, get_chip
+
+# Functions ``launch(kernel, args, kwargs)`` asked first by every call of a kernel: a layer above
+# (the torch device) runs the call on its own tensors and returns the kernel's result, or returns
+# NotImplemented to leave the call to the simulator. This package imports no such layer.
+_launchers: list = []
+
+
+def register_launcher(launch) -> None:
+    """Ask ``launch(kernel, args, kwargs)`` first at every kernel call (idempotent)."""
+    if launch not in _launchers:
+        _launchers.append(launch)
 
 
 def _array_key(x):
@@ -71,6 +83,10 @@ class Kernel:
         return k
 
     def __call__(self, *args, **kwargs):
+        for device_launch in _launchers:  # device tensors: the device layer runs the kernel on them
+            result = device_launch(self, args, kwargs)
+            if result is not NotImplemented:
+                return result
         if active_trace() is not None:  # a kernel called from a kernel is inlined
             return self.fn(*args, **kwargs)
         outputs, _runs = launch.run(self.specialize(args, kwargs), self.arrays(args, kwargs))

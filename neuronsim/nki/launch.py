@@ -23,9 +23,27 @@ from neuronsim.sim.memory.state import FILL_BYTE
 
 
 def run(traced: TracedKernel, given: list):
-    """Run ``traced`` on ``given`` (its array arguments in order, lists flattened); return
-    (outputs, runs[phase][instance] RunResults)."""
+    """Launch ``traced`` on ``given`` (its array arguments in order, lists flattened) and hand the
+    launch to the profiler; return (outputs, runs[phase][instance] RunResults)."""
     issued = time.time_ns()
+    outputs, runs = execute(traced, given)
+    record_launch(traced, runs, issued)
+    return outputs, runs
+
+
+def _shared_array(name: str, shape, dtype: np.dtype, fill: float | None) -> np.ndarray:
+    return _new_array(shape, dtype, fill)
+
+
+def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap=None):
+    """Run every phase of every instance; return (outputs, runs[phase][instance] RunResults).
+
+    ``new_shared(name, shape, dtype, fill)`` makes the HBM arrays the kernel allocates for all its
+    instances (its outputs among them); ``wrap(name, array)`` turns a returned HBM tensor into
+    what the caller gets (default: the array, or a CPU torch tensor when the inputs were). The
+    device layer passes both to put outputs in device memory and return its own tensors (and
+    charges the launch to its clock instead of handing it to the profiler).
+    """
     names = [n for n in traced.arg_names if n is not None]
     if len(given) != len(names):
         raise InputError(
@@ -42,14 +60,14 @@ def run(traced: TracedKernel, given: list):
         if t.kind == "inout"
     }
     for name, a in zip(names, given, strict=False):
-        arr = _to_numpy(a)
+        arr = to_numpy(a)
         if not arr.flags.c_contiguous or (name in inouts and not arr.flags.writeable):
             arr = np.array(arr, order="C", copy=True)
-        if name in inouts and not np.shares_memory(arr, _to_numpy(a)):
+        if name in inouts and not np.shares_memory(arr, to_numpy(a)):
             write_back.append((a, arr))
         hbm[name] = arr
     for name, (shape, dtype, _kind) in traced.shared.items():
-        hbm[name] = _new_array(shape, dtype, traced.fills.get(name))
+        hbm[name] = new_shared(name, shape, dtype, traced.fills.get(name))
     hbm.update(traced.constants)
     n_phases = len(traced.instances[0].programs)
     runs = []
@@ -74,11 +92,12 @@ def run(traced: TracedKernel, given: list):
             original[...] = copy
         else:
             original.copy_(_from_numpy(copy))
-    record_launch(traced, runs, issued)
-    return _outputs(traced.returns, hbm, use_torch), runs
+    if wrap is None:
+        wrap = (lambda _name, a: _from_numpy(a)) if use_torch else (lambda _name, a: a)
+    return _outputs(traced.returns, hbm, wrap), runs
 
 
-def _to_numpy(x) -> np.ndarray:
+def to_numpy(x) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
     torch = sys.modules["torch"]
@@ -105,12 +124,11 @@ def _new_array(shape, dtype: np.dtype, fill: float | None) -> np.ndarray:
     return a
 
 
-def _outputs(ret, hbm, use_torch: bool):
+def _outputs(ret, hbm, wrap):
     if ret is None:
         return None
     if isinstance(ret, (tuple, list)):
-        return type(ret)(_outputs(r, hbm, use_torch) for r in ret)
+        return type(ret)(_outputs(r, hbm, wrap) for r in ret)
     if isinstance(ret, dict):
-        return {k: _outputs(v, hbm, use_torch) for k, v in ret.items()}
-    a = hbm[ret]
-    return _from_numpy(a) if use_torch else a
+        return {k: _outputs(v, hbm, wrap) for k, v in ret.items()}
+    return wrap(ret, hbm[ret])

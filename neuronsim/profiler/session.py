@@ -53,18 +53,18 @@ _active: Session | None = None
 
 @dataclass(frozen=True)
 class ClockReader:
-    """A producer of device op events: ``events()`` gives each device's ops by index;
-    ``keep(n)`` asks it to keep at least ``n`` records per device (called while recording)."""
+    """A producer of device op events: ``events()`` gives each device's ops by index; ``keep(n)``
+    asks it to keep ``n`` records per device (a session records), ``keep(None)`` its usual number."""
 
     events: Callable[[], Mapping[int, Sequence[DeviceOpEvent]]]
-    keep: Callable[[int], None]
+    keep: Callable[[int | None], None]
 
 
 _clock_readers: dict[str, ClockReader] = {}
 
 
 def register_clock_reader(name: str, events: Callable[[], Mapping[int, Sequence[DeviceOpEvent]]],
-                          keep: Callable[[int], None]) -> None:
+                          keep: Callable[[int | None], None]) -> None:
     """Called once by a device: where the profiler reads its op events (registering ``name``
     again replaces the reader). If a session is already recording, the device keeps more from now."""
     reader = _clock_readers[name] = ClockReader(events, keep)
@@ -87,9 +87,17 @@ def start(detail: str = "op") -> Session:
 
 
 def stop() -> Session | None:
+    """Stop recording. The devices keep the records kept so far (:func:`device_events` reads them)
+    until :func:`release_clocks`."""
     global _active
     session, _active = _active, None
     return session
+
+
+def release_clocks() -> None:
+    """Let the devices go back to their usual record rings, once what a session recorded is read."""
+    for reader in list(_clock_readers.values()):
+        reader.keep(None)
 
 
 def record_launch(placed: Sequence[PlacedRun], name: str, wall_ns: int | None = None) -> None:

@@ -20,3 +20,5 @@ def test_a_profiling_session_reads_the_device_ops_and_the_clocks_keep_more_while
     ops = [e for e in session.device_events()[0] if e.wall_ns is not None and e.wall_ns >= rec.started_wall_ns]
     assert [e.kind for e in ops] == ["transfer", "kernel", "transfer"]
     assert ops[1].name.startswith("aten::mul") and ops[1].kernel is not None
+    session.release_clocks()
+    assert clock.clock(0)._records.maxlen == clock.DEFAULT_CAPACITY

@@ -25,6 +25,19 @@ def test_a_clock_reader_keeps_more_records_while_recording_and_its_events_are_re
         session._clock_readers.pop("test-device")
 
 
+def test_released_clocks_go_back_to_their_usual_ring():
+    asked = []
+    session.register_clock_reader("test-device", lambda: {}, asked.append)
+    try:
+        session.start()
+        session.stop()
+        assert asked == [session.DEVICE_CLOCK_CAPACITY]  # stopping keeps what was recorded readable
+        session.release_clocks()
+        assert asked == [session.DEVICE_CLOCK_CAPACITY, None]
+    finally:
+        session._clock_readers.pop("test-device")
+
+
 def test_a_reader_registered_during_a_session_keeps_more_from_then_on():
     asked = []
     rec = session.start("op")
