@@ -17,7 +17,8 @@ def test_a_profiling_session_reads_the_device_ops_and_the_clocks_keep_more_while
     finally:
         session.stop()
     assert torch.equal(y, x * 3)
-    ops = [e for e in session.device_events()[0] if e.wall_ns is not None and e.wall_ns >= rec.started_wall_ns]
+    ops = [e for e in session.device_events()[0]
+           if e.wall_ns is not None and e.wall_ns >= rec.started_wall_ns]
     assert [e.kind for e in ops] == ["transfer", "kernel", "transfer"]
     assert ops[1].name.startswith("aten::mul") and ops[1].kernel is not None
     session.release_clocks()

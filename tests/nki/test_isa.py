@@ -39,7 +39,8 @@ def sbuf(shape, dtype=nl.float32):
 def test_isa_exports_the_nki_api_only():
     """Everything public in nki.isa is listed in __all__; the recorder and the operator lookups
     it is built on are not NKI API (AWS's nki/api/nki.isa.rst lists neither)."""
-    public = {n for n, v in vars(nisa).items() if not n.startswith("_") and not isinstance(v, types.ModuleType)}
+    public = {n for n, v in vars(nisa).items()
+              if not n.startswith("_") and not isinstance(v, types.ModuleType)}
     assert public == set(nisa.__all__)
     assert not {"emit", "act_func", "alu_op"} & public
 

@@ -65,7 +65,7 @@ def test_binary_tile_tile_scalar_and_column(name, ref):
 
 
 def _recorded(fn, *arrays):
-    """What a kernel applying ``fn`` to loaded tiles records: (opcode, engine, imm, dtypes) per instruction."""
+    """What a kernel applying ``fn`` to loaded tiles records: (opcode, engine, imm, dtype) each."""
     prog = run(fn, *arrays)[1]
     return [(i.opcode, i.engine, i.imm, i.dst.tensor.dtype if i.dst else None) for i in prog.instructions]
 
