@@ -5,16 +5,18 @@ from neuronsim.sim.engines import (
     gpsimd,
     scalar,
     tensor,
+    vector_bn,
     vector_copy,
     vector_reduce,
     vector_rng,
     vector_tensor_scalar,
     vector_tensor_tensor,
+    vector_top_k,
 )
 from neuronsim.sim.engines.common import OpDef
 
-ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_rng,
-                  scalar, gpsimd, dma)
+ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
+                  vector_top_k, vector_rng, scalar, gpsimd, dma)
 
 
 def _collect() -> dict:

@@ -349,6 +349,43 @@ def alu_step(op, x, s, reverse):
     return alu_f32(op, s, x) if reverse else alu_f32(op, x, s)
 
 
+# ---------------------------------------------------------------- fold identities
+#
+# A fold (tensor_reduce, GpSimd tensor_partition_reduce) starts from its operator's identity.
+F32_IDENTITY = {
+    AluOp.add: -0.0,  # -0.0 + x == x for every x, including -0.0
+    AluOp.multiply: 1.0,
+    AluOp.maximum: -math.inf,
+    AluOp.minimum: math.inf,
+    AluOp.abs_max: 0.0,
+    AluOp.abs_min: math.inf,
+    AluOp.logical_and: 1.0,
+    AluOp.logical_or: 0.0,
+}
+INT_IDENTITY = {AluOp.bitwise_and: -1, AluOp.bitwise_or: 0, AluOp.bitwise_xor: 0}
+
+
+@njit(cache=True)
+def identity_f32(op):
+    """The value a fold over ``op`` starts from, so one element folds to ``op(identity, x)``."""
+    if op == _ADD:
+        return np.float32(-0.0)
+    if op == _MUL or op == _LAND:
+        return np.float32(1.0)
+    if op == _MAX:
+        return np.float32(-np.inf)
+    if op == _MIN or op == _AMIN:
+        return np.float32(np.inf)
+    return np.float32(0.0)  # abs_max, logical_or
+
+
+@njit(cache=True)
+def identity_int(op):
+    if op == _BAND:
+        return np.int64(-1)
+    return np.int64(0)
+
+
 # ---------------------------------------------------------------- numpy reference
 
 def _where_nan(a, b, r):

@@ -92,6 +92,31 @@ def require_dtype(ins: Instruction, ap: AccessPattern, allowed: tuple[DType, ...
                    f"{sorted(d.name for d in allowed)}", DtypeError)
 
 
+def require_alu(ins: Instruction, name: str, allowed, default=None) -> AluOp:
+    """The ``AluOp`` immediate ``name``, which must be one of ``allowed``."""
+    op = alu_immediate(ins, name, default)
+    require(op in allowed, ins, f"{name}={op.name} is not allowed here; allowed: "
+            f"{', '.join(sorted(o.name for o in allowed))}")
+    return op
+
+
+def require_shape(ins: Instruction, ap: AccessPattern, partitions: int, free: int, role: str) -> None:
+    require(ap.partitions == partitions and ap.free_size == free, ins,
+            f"{role} is {ap.partitions}x{ap.free_size} (partitions x free) but must be {partitions}x{free}")
+
+
+def require_int(ins: Instruction, ap: AccessPattern, role: str, why: str) -> None:
+    if not ap.dtype.is_int:
+        raise fail(ins, f"{role} dtype {ap.dtype.name} is not an integer dtype; {why}", DtypeError)
+
+
+def require_vector_free(ins: Instruction, chip: ChipSpec, ap: AccessPattern, role: str) -> None:
+    """S9: VectorE reads up to 64K elements per partition from SBUF, 4K from PSUM."""
+    limit = chip.vector_free_max_psum if ap.memory is Memory.PSUM else chip.vector_free_max_sbuf
+    require(ap.free_size <= limit, ins, f"{role} has {ap.free_size} elements per partition; VectorE reads at "
+            f"most {limit} per partition from {ap.memory.name}")
+
+
 def max_ii(n: float, chip: ChipSpec) -> float:
     """The legacy cost ``max(MIN_II, n)`` (S23)."""
     return max(float(chip.min_ii_cycles), float(n))

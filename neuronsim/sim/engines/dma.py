@@ -24,15 +24,9 @@ from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.encoding import DST, SRC0
 from neuronsim.sim.engines.common import OpDef, fail, no_immediates, require, require_operands
 from neuronsim.sim.ir import Instruction, Memory, Opcode
-from neuronsim.sim.memory.access import (
-    F_DTYPE,
-    F_PARTS,
-    RefMemory,
-    copy_raw,
-    gather_f32,
-    scatter_f32,
-    transpose_raw,
-)
+from neuronsim.sim.memory.access import F_DTYPE, F_PARTS, gather_f32, scatter_f32
+from neuronsim.sim.memory.copy import copy_raw, transpose_raw
+from neuronsim.sim.memory.reference import RefMemory
 
 
 def transfer_engines(ins: Instruction, chip: ChipSpec, start_partition: int) -> tuple[int, int]:

@@ -57,11 +57,9 @@ from neuronsim.sim.ir import AccessPattern, Engine, Instruction, Memory, Opcode
 from neuronsim.sim.memory.access import (
     F_DTYPE,
     ITEMSIZE,
-    RefMemory,
     ap_free,
     ap_parts,
     block_rows,
-    copy_by_runs,
     load_rows_f32,
     load_rows_i64,
     load_rows_raw,
@@ -77,7 +75,9 @@ from neuronsim.sim.memory.access import (
     u32_row,
     u32_rows,
 )
+from neuronsim.sim.memory.copy import copy_by_runs
 from neuronsim.sim.memory.numerics import load_u8, load_u16, load_u32
+from neuronsim.sim.memory.reference import RefMemory
 
 PREDICATE_DTYPES = frozenset({DType.uint8, DType.uint16, DType.uint32, DType.bool_})  # S16
 

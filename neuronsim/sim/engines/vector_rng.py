@@ -47,7 +47,8 @@ from neuronsim.sim.engines.common import (
     require_same_shape,
 )
 from neuronsim.sim.ir import AccessPattern, Instruction, Opcode
-from neuronsim.sim.memory.access import RefMemory, ap_free, ap_parts, gather_f32, gather_raw, scatter_raw
+from neuronsim.sim.memory.access import ap_free, ap_parts, gather_f32, gather_raw, scatter_raw
+from neuronsim.sim.memory.reference import RefMemory
 
 RNG_DTYPES = frozenset({DType.int8, DType.int16, DType.int32, DType.uint8, DType.uint16, DType.uint32})
 STREAM_PERIOD = 2**32  # stream positions wrap (a 32-bit counter)

@@ -79,7 +79,6 @@ from neuronsim.sim.ir import BITVEC_ALU_OPS, UNARY_ALU_OPS, AccessPattern, AluOp
 from neuronsim.sim.memory.access import (
     AP_WIDTH,
     F_DTYPE,
-    RefMemory,
     ap_free,
     ap_parts,
     block_rows,
@@ -96,6 +95,7 @@ from neuronsim.sim.memory.access import (
     u32_rows,
 )
 from neuronsim.sim.memory.numerics import canonical_f32_bits, load_f32, load_i64
+from neuronsim.sim.memory.reference import RefMemory
 
 SCALAR_ENGINE_GEN3_OPS = frozenset({(AluOp.multiply, AluOp.add), (AluOp.multiply, None), (AluOp.add, None)})
 _NO_OP = -1  # op1 absent

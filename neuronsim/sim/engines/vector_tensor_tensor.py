@@ -66,7 +66,6 @@ from neuronsim.sim.engines.common import (
 from neuronsim.sim.ir import BITVEC_ALU_OPS, UNARY_ALU_OPS, AluOp, Engine, Instruction, Memory, Opcode
 from neuronsim.sim.memory.access import (
     F_DTYPE,
-    RefMemory,
     ap_free,
     ap_parts,
     block_rows,
@@ -82,6 +81,7 @@ from neuronsim.sim.memory.access import (
     u32_rows,
 )
 from neuronsim.sim.memory.numerics import canonical_f32_bits
+from neuronsim.sim.memory.reference import RefMemory
 
 TT_FAST_BF16_OPS = frozenset({AluOp.add, AluOp.subtract, AluOp.multiply})  # S23 tensor_tensor
 _ADD, _SUB, _MUL = int(AluOp.add), int(AluOp.subtract), int(AluOp.multiply)
