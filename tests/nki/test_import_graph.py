@@ -1,6 +1,6 @@
 """nki/ is layered: its import graph has no circle (imports inside functions count) and the tracing
 core knows nothing of the ISA or the language. (Module sizes and the layers around nki:
-tests/test_layering.py.)"""
+tests/test_layers.py.)"""
 
 from __future__ import annotations
 

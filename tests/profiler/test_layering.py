@@ -1,5 +1,5 @@
 """The profiler reads timelines and event records: importing it pulls in neither torch nor the simulator.
-(That its sources never name the device or nki is checked with the other layers: tests/test_layering.py.)"""
+(That its sources never name the device or nki is checked with the other layers: tests/test_layers.py.)"""
 
 import subprocess
 import sys
