@@ -79,3 +79,7 @@ class InputError(NeuronSimError, ValueError):
 
 class CollectiveError(NeuronSimError, RuntimeError):
     """A torch.distributed collective failed: a peer rank died, hung past the timeout, or never came."""
+
+
+class NativeBuildError(NeuronSimError, RuntimeError):
+    """The device's C++ support library could not be built (no compiler, or the compile failed)."""

@@ -295,8 +295,20 @@ def _pin_memory(self, device=None):
     return self.clone()
 
 
+def _has_compatible_shallow_copy_type(self, from_):
+    """Whether ``self.data = from_`` may swap the data in place (``nn.Module._apply`` asks before
+    each parameter move): c10's dense rule with neuron among the dense backends, the rule the
+    device's ``set_data`` applies (native/neuron_device.cpp), so modules move their parameters."""
+    from neuronsim.device import native
+
+    keys = torch._C._dispatch_keys
+    return bool(native.library().neuronsim_shallow_copy_compatible(keys(self).raw_repr(),
+                                                                   keys(from_).raw_repr()))
+
+
 _NAMED = {
     "resize_": _resize_,
+    "_has_compatible_shallow_copy_type": _has_compatible_shallow_copy_type,
     "empty.memory_format": _empty,
     "empty_strided": _empty_strided,
     "_copy_from": _copy_from,

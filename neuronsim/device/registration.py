@@ -1,6 +1,7 @@
 """Register the emulated device: PrivateUse1 renamed ``neuron``, once per process.
 
-Order matters: rename -> Python hooks and device guard -> generated ``.neuron()``/``.is_neuron``
+Order matters: the C++ device guard and set_data hooks (``native/``) -> rename -> Python hooks ->
+generated ``.neuron()``/``.is_neuron``
 methods -> the device module ``torch.neuron`` -> the op table and the patches for the C++ pieces
 a Python backend cannot provide -> the native kernels (``neuronsim.kernels``).
 """
@@ -17,6 +18,7 @@ from neuronsim.device import (
     autograd_hooks,
     distributed,
     module,
+    native,
     op_table,
     settings,
     state,
@@ -36,14 +38,6 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):
 
     def is_built(self) -> bool:
         return True
-
-
-_PRIVATEUSE1 = torch._C._autograd.DeviceType.PrivateUse1
-
-
-class _Guard(torch._C._acc.DeviceGuard):
-    def type_(self):  # asked by the C++ guard for every stream query (autograd: each op's outputs)
-        return _PRIVATEUSE1
 
 
 def is_registered() -> bool:
@@ -95,9 +89,10 @@ def register() -> None:
                 "(a real TorchNeuron?); neuronsim leaves it alone"
             )
         if owner is None:
+            # First, so that nothing is registered if the C++ library cannot be built or loaded.
+            state.use_native_guard(native.install())
             torch.utils.rename_privateuse1_backend(state.DEVICE_TYPE)
             torch._C._acc.register_python_privateuseone_hook(_Hooks())
-            torch._C._acc.register_python_privateuseone_device_guard(_Guard())
             torch.utils.generate_methods_for_privateuse1_backend(
                 for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
             )
