@@ -31,7 +31,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -511,9 +511,12 @@ def _aggregate_ops(b: TraceBuilder, pid: int, events: Sequence[DeviceOpEvent], s
 def device_trace(events: Sequence[DeviceOpEvent], *, chip_name: str, detail: str = "op", device: int = 0,
                  max_instruction_events: int = DEFAULT_MAX_INSTRUCTION_EVENTS,
                  max_op_events: int = DEFAULT_MAX_OP_EVENTS) -> dict:
-    """The trace of one device clock's ops on the simulated timeline (time 0 = the clock's start)."""
+    """The trace of one device clock's ops on the simulated timeline (time 0 = the clock's start).
+
+    Host issue times (``wall_ns``) are left out: they place ops in a host trace, not here."""
     b = TraceBuilder(stats=TraceStats(max_instruction_events, max_op_events))
-    draw_device(b, list(events), chip_name=chip_name, device=device, detail=detail)
+    simulated = [replace(e, wall_ns=None) if e.wall_ns is not None else e for e in events]
+    draw_device(b, simulated, chip_name=chip_name, device=device, detail=detail)
     return b.build(chip=chip_name, detail=detail)
 
 

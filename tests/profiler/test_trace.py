@@ -1,5 +1,6 @@
 """Traces from kernel timelines and device op events, checked by the validator."""
 
+import dataclasses
 import json
 
 import pytest
@@ -113,6 +114,14 @@ def test_device_op_trace_has_one_slice_per_op_on_its_track():
         assert names[(e["pid"], e["tid"])] == {"kernel": "Device ops", "fallback": "Host fallback",
                                                "transfer": "Host transfers"}[e["args"]["kind"]]
     assert sum(e["dur"] for e in ops) == pytest.approx(sum(e.duration_ns for e in events) / 1000, rel=1e-6)
+
+
+def test_device_trace_is_on_the_simulated_timeline_even_with_host_issue_times():
+    events = _ops(6)
+    wall = 1_800_000_000_000_000_000
+    issued = [dataclasses.replace(e, wall_ns=wall + 7919 * i) for i, e in enumerate(events)]
+    ops = [e for e in _slices(T.device_trace(issued, chip_name="trn2")) if "kind" in e.get("args", {})]
+    assert [e["ts"] for e in ops] == [T.us(e.start_ns) for e in events]
 
 
 def test_device_instruction_detail_draws_kernels_inside_their_op():
