@@ -16,6 +16,7 @@ from neuronsim import kernels
 from neuronsim.device import (
     accelerator,
     autograd_hooks,
+    default_compile,
     distributed,
     module,
     native,
@@ -104,5 +105,6 @@ def register() -> None:
             kernels.install()  # native ops; their NKI kernels load at each family's first call
             distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
             _prefer_device_in_fake_propagation()
+            default_compile.install()  # torch.compile(fn) on the device: the neuron backend
             _install_profiler_lane()
         _registered = True

@@ -1,8 +1,8 @@
 """Device state: which logical core is current, how many there are, init and fork.
 
 A process simulates the logical NeuronCore it selects, as on TorchNeuron; under torchrun each rank
-selects ``neuron:{local_rank}``. ``device_count()`` is the chip's logical-core count, and every
-index below it is a device of its own (its own clock, HBM ledger and generator). The current
+selects ``neuron:{local_rank}``. ``device_count()`` is the logical-core count of one instance, and
+every index below it is a device of its own (its own clock, HBM ledger and generator). The current
 device is per thread, as on CUDA: it lives in the C++ device guard (``native/``), which torch's
 own code (autograd's device threads, ``torch.accelerator``) sets and reads too.
 """
@@ -23,7 +23,7 @@ _in_bad_fork = False
 
 
 def device_count() -> int:
-    return settings.chip().logical_cores_per_chip
+    return settings.logical_cores_per_instance()
 
 
 _thread_device = threading.local()  # until the C++ guard is installed (tests of this module alone)
@@ -69,7 +69,7 @@ def device_index(device, optional: bool = True) -> int:
     if not 0 <= index < device_count():
         raise ValueError(
             f"Invalid device id: {index} "
-            f"(this {settings.chip().name} has {device_count()} logical NeuronCores)"
+            f"(a {settings.chip().name} instance has {device_count()} logical NeuronCores)"
         )
     return index
 

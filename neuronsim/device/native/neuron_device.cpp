@@ -36,7 +36,7 @@ using c10::Stream;
 using c10::StreamId;
 
 constexpr DeviceType kNeuron = DeviceType::PrivateUse1;
-constexpr int kMaxDevices = 64;
+constexpr int kMaxDevices = 127;  // DeviceIndex is an int8_t
 
 using CountCallback = int (*)();
 using ClockCallback = double (*)(int);
