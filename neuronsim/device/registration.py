@@ -91,7 +91,8 @@ def register() -> None:
             )
         if owner is None:
             # First, so that nothing is registered if the C++ library cannot be built or loaded.
-            state.use_native_guard(native.install())
+            count = state.device_count()
+            state.use_native_guard(native.install(count), count)
             torch.utils.rename_privateuse1_backend(state.DEVICE_TYPE)
             torch._C._acc.register_python_privateuseone_hook(_Hooks())
             torch.utils.generate_methods_for_privateuse1_backend(

@@ -22,8 +22,15 @@ _initialized = False
 _in_bad_fork = False
 
 
+_guard_count: list = [None, None]  # [the count the C++ guard was last told, its setter]
+
+
 def device_count() -> int:
-    return settings.logical_cores_per_instance()
+    count = settings.logical_cores_per_instance()
+    if count != _guard_count[0] and _guard_count[1] is not None:
+        _guard_count[1](count)  # a chip option with another core count: tell the guard
+        _guard_count[0] = count
+    return count
 
 
 _thread_device = threading.local()  # until the C++ guard is installed (tests of this module alone)
@@ -41,11 +48,13 @@ _get_current = _python_current
 _set_current = _python_set
 
 
-def use_native_guard(library) -> None:
-    """Keep the current device in the C++ guard, where torch reads and sets it too."""
+def use_native_guard(library, count: int) -> None:
+    """Keep the current device in the C++ guard, where torch reads and sets it too (the guard was
+    installed knowing ``count`` devices)."""
     global _get_current, _set_current
     _get_current = library.neuronsim_current_device
     _set_current = library.neuronsim_set_device
+    _guard_count[:] = [count, library.neuronsim_set_device_count]
 
 
 def current_device() -> int:

@@ -2,8 +2,8 @@
 
 :func:`install` registers its PrivateUse1 device guard (every logical core a device to autograd,
 streams and events) and its ``Tensor.set_data`` across cpu and neuron, before the Python backend
-registers anything else. The guard asks the device layer for the device count and a core's
-simulated clock through two callbacks.
+registers anything else. The device layer tells the guard the device count (and again when it
+changes); events read a core's simulated clock through a callback.
 """
 
 from __future__ import annotations
@@ -14,21 +14,11 @@ import threading
 
 from neuronsim.errors import NativeBuildError
 
-_COUNT = ctypes.CFUNCTYPE(ctypes.c_int)
 _CLOCK = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int)
 
 _lock = threading.Lock()
 _library: ctypes.PyDLL | None = None
 _callbacks: tuple = ()  # kept alive as long as the library may call them
-
-
-def _device_count() -> int:
-    from neuronsim.device import state
-
-    try:
-        return state.device_count()
-    except Exception:  # the guard's deviceCount may not raise; torch reads 0 as "no devices"
-        return 0
 
 
 def _clock_ns(index: int) -> float:
@@ -37,7 +27,7 @@ def _clock_ns(index: int) -> float:
     return clock.clock(index).now_ns
 
 
-def install() -> ctypes.PyDLL:
+def install(device_count: int) -> ctypes.PyDLL:
     """Build (once per torch version, cached) and load the library, and register its guard and
     set_data hooks. Raises :class:`~neuronsim.errors.NativeBuildError` when it cannot."""
     global _library, _callbacks
@@ -54,8 +44,8 @@ def install() -> ctypes.PyDLL:
         except OSError as exc:
             raise NativeBuildError(f"loading the device's C++ library {path} failed: {exc}") from exc
         _declare(library)
-        callbacks = (_COUNT(_device_count), _CLOCK(_clock_ns))
-        status = library.neuronsim_install(*callbacks)
+        callbacks = (_CLOCK(_clock_ns),)
+        status = library.neuronsim_install(device_count, *callbacks)
         if status != 0:
             reason = {1: "another PrivateUse1 device guard is already registered",
                       2: "torch's autograd hooks are not loaded"}.get(status, "a C++ exception")
@@ -66,10 +56,12 @@ def install() -> ctypes.PyDLL:
 
 
 def _declare(library: ctypes.PyDLL) -> None:
-    library.neuronsim_install.argtypes = [_COUNT, _CLOCK]
+    library.neuronsim_install.argtypes = [ctypes.c_int, _CLOCK]
     library.neuronsim_install.restype = ctypes.c_int
     library.neuronsim_clear_callbacks.argtypes = []
     library.neuronsim_clear_callbacks.restype = None
+    library.neuronsim_set_device_count.argtypes = [ctypes.c_int]
+    library.neuronsim_set_device_count.restype = None
     library.neuronsim_current_device.argtypes = []
     library.neuronsim_current_device.restype = ctypes.c_int
     library.neuronsim_set_device.argtypes = [ctypes.c_int]

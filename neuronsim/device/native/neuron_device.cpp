@@ -12,8 +12,9 @@
 //    autograd VariableHooks are wrapped so that set_data treats neuron as the dense backend it is;
 //    every other hook, and set_data between tensors c10 already accepts, go to torch's own.
 //
-// Loaded with ctypes (no Python headers): the device layer passes two callbacks, the device count
-// and a core's simulated clock, and calls the C functions at the end of this file.
+// Loaded with ctypes (no Python headers): the device layer sets the device count, passes a callback
+// reading a core's simulated clock (events), and calls the C functions at the end of this file.
+// Nothing else calls into Python: the guard is used by torch's own threads, holding its own locks.
 
 #include <ATen/core/VariableHooksInterface.h>
 #include <c10/core/ScalarType.h>
@@ -38,25 +39,17 @@ using c10::StreamId;
 constexpr DeviceType kNeuron = DeviceType::PrivateUse1;
 constexpr int kMaxDevices = 127;  // DeviceIndex is an int8_t
 
-using CountCallback = int (*)();
 using ClockCallback = double (*)(int);
 
-std::atomic<CountCallback> g_count_callback{nullptr};
+std::atomic<int> g_device_count{0};  // set by the device layer, which owns the figure
 std::atomic<ClockCallback> g_clock_callback{nullptr};
-std::atomic<int> g_last_count{0};  // answered once the callbacks are gone (interpreter exit)
 
 thread_local DeviceIndex t_device = 0;
 thread_local StreamId t_stream[kMaxDevices] = {};  // 0: the default stream
 std::atomic<StreamId> g_next_stream{1};
 
 int device_count() noexcept {
-  CountCallback callback = g_count_callback.load();
-  if (callback == nullptr) {
-    return g_last_count.load();
-  }
-  int count = std::clamp(callback(), 0, kMaxDevices);
-  g_last_count.store(count);
-  return count;
+  return g_device_count.load();
 }
 
 double clock_ns(DeviceIndex index) {
@@ -273,9 +266,9 @@ extern "C" {
 
 // Registers the guard and the set_data hooks. 0: done; 1: another PrivateUse1 guard is registered;
 // 2: the autograd hooks are missing; 3: a C++ exception.
-int neuronsim_install(CountCallback count, ClockCallback clock) {
+int neuronsim_install(int device_count, ClockCallback clock) {
   try {
-    g_count_callback.store(count);
+    g_device_count.store(std::clamp(device_count, 0, kMaxDevices));
     g_clock_callback.store(clock);
     int status = 0;
     std::call_once(g_install_once, [&status] {
@@ -300,10 +293,14 @@ int neuronsim_install(CountCallback count, ClockCallback clock) {
   }
 }
 
-// Drops the Python callbacks (at interpreter exit): the count last seen is answered after that.
+// Drops the clock callback (at interpreter exit): events record time 0 after that.
 void neuronsim_clear_callbacks() {
-  g_count_callback.store(nullptr);
   g_clock_callback.store(nullptr);
+}
+
+// The device layer's device_count(), whenever it changes (a chip option with another core count).
+void neuronsim_set_device_count(int count) {
+  g_device_count.store(std::clamp(count, 0, kMaxDevices));
 }
 
 int neuronsim_current_device() {
