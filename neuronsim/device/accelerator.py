@@ -1,6 +1,6 @@
 """``torch.accelerator`` for neuron. Its Python functions call ``torch._C._accelerator_*``; those
 that reach the device guard (device index, synchronisation) are answered by the C++ guard
-(``native/``). Those that reach the device allocator, which a Python backend cannot register,
+(``cpp/``). Those that reach the device allocator, which a Python backend cannot register,
 are wrapped: when the current accelerator is neuron they answer from the HBM ledgers, otherwise
 they call torch's original.
 """

@@ -1,6 +1,6 @@
 """Register the emulated device: PrivateUse1 renamed ``neuron``, once per process.
 
-Order matters: the C++ device guard and set_data hooks (``native/``) -> rename -> Python hooks ->
+Order matters: the C++ device guard and set_data hooks (``cpp/``) -> rename -> Python hooks ->
 generated ``.neuron()``/``.is_neuron``
 methods -> the device module ``torch.neuron`` -> the op table and the patches for the C++ pieces
 a Python backend cannot provide -> the native kernels (``neuronsim.kernels``).
@@ -12,19 +12,21 @@ import threading
 
 import torch
 
-from neuronsim import kernels
 from neuronsim.device import (
     accelerator,
     autograd_hooks,
+    cpp,
     default_compile,
     distributed,
     module,
     native,
+    nki_launch,
     op_table,
     settings,
     state,
     storage,
 )
+from neuronsim.nki.kernel import register_launcher
 
 _lock = threading.Lock()
 _registered = False
@@ -92,7 +94,7 @@ def register() -> None:
         if owner is None:
             # First, so that nothing is registered if the C++ library cannot be built or loaded.
             count = state.device_count()
-            state.use_native_guard(native.install(count), count)
+            state.use_native_guard(cpp.install(count), count)
             torch.utils.rename_privateuse1_backend(state.DEVICE_TYPE)
             torch._C._acc.register_python_privateuseone_hook(_Hooks())
             torch.utils.generate_methods_for_privateuse1_backend(
@@ -103,8 +105,9 @@ def register() -> None:
             accelerator.install()
             storage.install()
             autograd_hooks.install()
-            kernels.install()  # native ops; their NKI kernels load at each family's first call
+            native.install()  # native ops; their NKI kernels load at each family's first call
             distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
+            register_launcher(nki_launch.launch)  # @nki.jit kernels called on neuron tensors
             _prefer_device_in_fake_propagation()
             default_compile.install()  # torch.compile(fn) on the device: the neuron backend
             _install_profiler_lane()

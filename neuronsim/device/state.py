@@ -3,7 +3,7 @@
 A process simulates the logical NeuronCore it selects, as on TorchNeuron; under torchrun each rank
 selects ``neuron:{local_rank}``. ``device_count()`` is the logical-core count of one instance, and
 every index below it is a device of its own (its own clock, HBM ledger and generator). The current
-device is per thread, as on CUDA: it lives in the C++ device guard (``native/``), which torch's
+device is per thread, as on CUDA: it lives in the C++ device guard (``cpp/``), which torch's
 own code (autograd's device threads, ``torch.accelerator``) sets and reads too.
 """
 

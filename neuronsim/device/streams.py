@@ -1,4 +1,4 @@
-"""Streams and events, kept by the C++ device guard (``native/``) as CUDA's are by its guard.
+"""Streams and events, kept by the C++ device guard (``cpp/``) as CUDA's are by its guard.
 
 Each logical core runs its work in issue order on one timeline, so work is always complete:
 queries are True and waits return at once. Streams are labels with distinct ids; the current

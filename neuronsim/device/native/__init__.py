@@ -1,74 +1,83 @@
-"""The device's C++ support library (``neuron_device.cpp``), built at first use and loaded with ctypes.
+"""The native-op runtime: the device's side of the kernels in ``neuronsim/kernels``.
 
-:func:`install` registers its PrivateUse1 device guard (every logical core a device to autograd,
-streams and events) and its ``Tensor.set_data`` across cpu and neuron, before the Python backend
-registers anything else. The device layer tells the guard the device count (and again when it
-changes); events read a core's simulated clock through a callback.
+The kernels fill a table (``kernels/registry.py``: op name -> planner and options); this package
+turns each entry into the chokepoint's kernel for its op (``op.py``). A call's signature
+(``signature.py``: shapes, strides, dtypes of its tensors, its scalar arguments, which written
+operand is which input) selects a cache entry; the first call of a signature plans and traces it
+(``build.py``), every call runs the entry (``entry.py``: gather the inputs, allocate the outputs,
+execute the Program on the device tensors in place, charge the device clock).
+
+:func:`install` runs when the device registers. It must not import the NKI frontend (which loads
+the simulator and Numba — ``import torch`` under ``NEURON_SIM=1`` should not pay for that), so it
+registers a lazy stub per op of the kernels' manifest; the stub imports the op's family module at
+the first call of one of its ops and replaces the family's stubs by their native ops.
 """
 
 from __future__ import annotations
 
-import atexit
-import ctypes
-import threading
+import importlib
 
-from neuronsim.errors import NativeBuildError
+import torch
 
-_CLOCK = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int)
-
-_lock = threading.Lock()
-_library: ctypes.PyDLL | None = None
-_callbacks: tuple = ()  # kept alive as long as the library may call them
+from neuronsim.device import dispatch
+from neuronsim.kernels.manifest import FAMILIES
+from neuronsim.kernels.registry import TABLE, op_overload
 
 
-def _clock_ns(index: int) -> float:
-    from neuronsim.device import clock
+class _LazyFamily:
+    """Stands in for a family's kernels until one of its ops is first called."""
 
-    return clock.clock(index).now_ns
+    def __init__(self, module: str):
+        self.module = module
 
-
-def install(device_count: int) -> ctypes.PyDLL:
-    """Build (once per torch version, cached) and load the library, and register its guard and
-    set_data hooks. Raises :class:`~neuronsim.errors.NativeBuildError` when it cannot."""
-    global _library, _callbacks
-    with _lock:
-        if _library is not None:
-            return _library
-        from neuronsim.device.native import build
-
-        path = build.build()
-        try:
-            # PyDLL: calls keep the GIL (they are a few instructions), and the library's callbacks
-            # into Python take it when torch calls them from its own threads.
-            library = ctypes.PyDLL(str(path))
-        except OSError as exc:
-            raise NativeBuildError(f"loading the device's C++ library {path} failed: {exc}") from exc
-        _declare(library)
-        callbacks = (_CLOCK(_clock_ns),)
-        status = library.neuronsim_install(device_count, *callbacks)
-        if status != 0:
-            reason = {1: "another PrivateUse1 device guard is already registered",
-                      2: "torch's autograd hooks are not loaded"}.get(status, "a C++ exception")
-            raise NativeBuildError(f"registering the neuron device guard failed: {reason}")
-        _library, _callbacks = library, callbacks
-        atexit.register(library.neuronsim_clear_callbacks)  # no calls into a finalizing interpreter
-        return library
+    def __call__(self, op, args, kwargs):
+        importlib.import_module(self.module)  # fills the kernels' table with the family's ops
+        _register_family(self.module)
+        real = dispatch.NATIVE_KERNELS.get(op)
+        if real is None or real is self:
+            return NotImplemented
+        return real(op, args, kwargs)
 
 
-def _declare(library: ctypes.PyDLL) -> None:
-    library.neuronsim_install.argtypes = [ctypes.c_int, _CLOCK]
-    library.neuronsim_install.restype = ctypes.c_int
-    library.neuronsim_clear_callbacks.argtypes = []
-    library.neuronsim_clear_callbacks.restype = None
-    library.neuronsim_set_device_count.argtypes = [ctypes.c_int]
-    library.neuronsim_set_device_count.restype = None
-    library.neuronsim_current_device.argtypes = []
-    library.neuronsim_current_device.restype = ctypes.c_int
-    library.neuronsim_set_device.argtypes = [ctypes.c_int]
-    library.neuronsim_set_device.restype = None
-    library.neuronsim_shallow_copy_compatible.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
-    library.neuronsim_shallow_copy_compatible.restype = ctypes.c_int
+def _register_family(module: str) -> None:
+    from neuronsim.device.native.op import native_op
+
+    for spec in list(TABLE.values()):
+        if spec.family == module:
+            op = op_overload(spec.name)
+            current = dispatch.NATIVE_KERNELS.get(op)
+            if current is None or isinstance(current, _LazyFamily):
+                dispatch.register_native_kernel(op, native_op(op, spec))
 
 
-def library() -> ctypes.PyDLL | None:
-    return _library
+def install() -> None:
+    """Register every family's ops with the device's chokepoint (lazily, see the module doc)."""
+    for module, names in FAMILIES.items():
+        stub = _LazyFamily(module)
+        for name in names:
+            op = op_overload(name)
+            if op not in dispatch.NATIVE_KERNELS:
+                dispatch.register_native_kernel(op, stub)
+
+
+def register(op: torch._ops.OpOverload) -> None:
+    """Register the native op of ``op``, an op the kernels defined at run time (a fused region);
+    once: its cache lives in it."""
+    from neuronsim.device.native.op import native_op
+
+    if op not in dispatch.NATIVE_KERNELS:
+        dispatch.register_native_kernel(op, native_op(op, TABLE[op.name()]))
+
+
+def entries(name: str) -> dict:
+    """The cache of op ``name`` (signature key -> Entry, or the declined marker): for tests."""
+    from neuronsim.device.native.op import NativeOp
+
+    kernel = dispatch.NATIVE_KERNELS.get(op_overload(name))
+    return kernel.entries if isinstance(kernel, NativeOp) else {}
+
+
+def is_declined(entry) -> bool:
+    from neuronsim.device.native.entry import DECLINED
+
+    return entry is DECLINED

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from neuronsim.device.native import build
+from neuronsim.device.cpp import build
 from neuronsim.errors import NativeBuildError
 
 
@@ -50,7 +50,7 @@ def test_import_torch_without_a_compiler_fails_with_the_neuronsim_error(tmp_path
 
 
 def test_processes_starting_together_build_one_library(tmp_path):
-    code = "from neuronsim.device.native import build; print(build.build())"
+    code = "from neuronsim.device.cpp import build; print(build.build())"
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=_env(tmp_path)) for _ in range(2)]
     outputs = [p.communicate(timeout=900) for p in procs]
@@ -64,7 +64,7 @@ def test_processes_starting_together_build_one_library(tmp_path):
 def test_the_cached_library_is_reused(tmp_path):
     code = textwrap.dedent("""
         import os, torch
-        from neuronsim.device.native import build
+        from neuronsim.device.cpp import build
         path = build.build()
         stamp = os.stat(path).st_mtime_ns
         assert build.build() == path and os.stat(path).st_mtime_ns == stamp
