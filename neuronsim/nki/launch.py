@@ -16,7 +16,7 @@ import numpy as np
 
 from neuronsim.errors import InputError
 from neuronsim.nki.profile import record_launch
-from neuronsim.nki.traced import TracedKernel, is_torch
+from neuronsim.nki.traced import ReturnedView, TracedKernel, is_torch
 from neuronsim.options import current as current_options
 from neuronsim.sim import api as sim_api
 from neuronsim.sim.memory.state import FILL_BYTE
@@ -131,4 +131,21 @@ def _outputs(ret, hbm, wrap):
         return type(ret)(_outputs(r, hbm, wrap) for r in ret)
     if isinstance(ret, dict):
         return {k: _outputs(v, hbm, wrap) for k, v in ret.items()}
-    return wrap(ret, hbm[ret])
+    out = wrap(ret, hbm[ret])
+    return _view(out, ret) if isinstance(ret, ReturnedView) else out
+
+
+def _view(a, view: ReturnedView):
+    """The returned view of an HBM tensor's array (numpy) or tensor (torch): a reshape of the whole
+    tensor stays a view of it; any other pattern is copied out."""
+    steps = tuple(step for step, _ in view.dims)
+    size = int(np.prod(view.shape))
+    contiguous = steps == tuple(int(np.prod(view.shape[i + 1:])) for i in range(len(steps)))
+    if isinstance(a, np.ndarray):
+        flat = a.reshape(-1)
+        if contiguous:
+            return flat[view.offset:view.offset + size].reshape(view.shape)
+        strided = np.lib.stride_tricks.as_strided(
+            flat[view.offset:], view.shape, tuple(s * a.itemsize for s in steps), writeable=False)
+        return strided.copy()
+    return a.as_strided(view.shape, steps, a.storage_offset() + view.offset)

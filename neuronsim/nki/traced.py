@@ -27,6 +27,23 @@ from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.ir import Memory, Program
 
 
+class ReturnedView(str):
+    """A returned view of an HBM tensor (``return out.reshape(...)``): the tensor's name, plus the
+    view's element offset and ``(step, num)`` dims, which the launch applies to the array."""
+
+    offset: int
+    dims: tuple[tuple[int, int], ...]
+
+    def __new__(cls, name: str, offset: int, dims):
+        self = super().__new__(cls, name)
+        self.offset, self.dims = int(offset), tuple(dims)
+        return self
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(n for _, n in self.dims)
+
+
 @dataclass
 class Instance:
     """One SPMD instance of a traced kernel: its Programs (one per ``core_barrier`` phase)."""
@@ -189,11 +206,7 @@ def _mark_outputs(trace: Trace, ret):
             f"(nl.shared_hbm): store the tile into one and return that",
             location=b.location,
         )
-    if ret.offset != 0 or ret.shape != b.shape:
-        raise ConstraintError(
-            f"kernel {trace.name} returned a view {ret.shape} of {b.describe()}; return the whole tensor",
-            location=b.location,
-        )
+    view = ret.offset != 0 or ret.shape != b.shape
     if len(trace.grid) > 1 or trace.grid[0] > 1:
         if not b.shared and b.kind != "input":
             raise ConstraintError(
@@ -205,4 +218,4 @@ def _mark_outputs(trace: Trace, ret):
         b.kind = "inout"
     elif b.kind == "scratch":
         b.kind = "output"
-    return b.name
+    return ReturnedView(b.name, ret.offset, ret.dims) if view else b.name

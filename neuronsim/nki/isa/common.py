@@ -32,7 +32,6 @@ _ALU_NAMES.update(
         "fmod": AluOp.mod,
         "remainder": AluOp.mod,
         "sum": AluOp.add,
-        "average": AluOp.add,
         "mean": AluOp.add,
     }
 )
