@@ -17,8 +17,9 @@ import threading
 
 import numpy as np
 
+from neuronsim.errors import InputError
 from neuronsim.nki import launch
-from neuronsim.nki.trace import active_trace
+from neuronsim.nki.trace import active_trace, code_location
 from neuronsim.nki.traced import TracedKernel, is_array, trace_kernel
 from neuronsim.options import current as current_options
 from neuronsim.sim.chips import ChipSpec, get_chip
@@ -74,7 +75,7 @@ class Kernel:
         except (TypeError, ValueError):
             self._signature = None
         code = getattr(fn, "__code__", None)
-        self.location = f"{code.co_filename}:{code.co_firstlineno}" if code else None
+        self.location = code_location(code) if code else None
         self._parent: Kernel | None = None  # the kernel a grid view (kernel[2]) was made from
 
     def __getitem__(self, grid) -> Kernel:
@@ -104,7 +105,11 @@ class Kernel:
     def _bind(self, args, kwargs) -> inspect.BoundArguments | None:
         if self._signature is None:
             return None
-        bound = self._signature.bind(*args, **kwargs)
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as exc:  # a wrong number or name of arguments: the call, not the kernel
+            raise InputError(f"kernel {self.__name__}{self._signature}: {exc}",
+                             location=self.location) from None
         bound.apply_defaults()
         return bound
 

@@ -28,7 +28,10 @@ def sim_dtype(dtype) -> DType:
     """The simulator dtype of an ``nl`` dtype argument (the x4-packed MX types are not simulated)."""
     if isinstance(dtype, str) and dtype.endswith("_x4"):
         raise DtypeError(f"{dtype} (x4-packed MX data) is not simulated", location=caller_location())
-    return to_sim_dtype(dtype)
+    try:
+        return to_sim_dtype(dtype)
+    except DtypeError as exc:
+        raise DtypeError(exc.what, location=caller_location()) from None
 
 
 def _shape(shape) -> tuple[int, ...]:
@@ -195,7 +198,11 @@ def binary(x, y, op: AluOp, dtype, tag: str):
         out = new_tile(y.shape, d, tag)
         _isa.tensor_scalar(out, y, op, x, reverse0=True)
         return out
-    shape = np.broadcast_shapes(x.shape, y.shape)
+    try:
+        shape = np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        raise ConstraintError(f"nl.{tag}: operand shapes {x.shape} and {y.shape} do not broadcast (each "
+                              f"free dim equal or 1)", location=caller_location()) from None
     out = new_tile(shape, d, tag)
     _isa.tensor_tensor(out, x.broadcast_to(shape), y.broadcast_to(shape), op)
     return out
