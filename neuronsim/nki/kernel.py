@@ -57,6 +57,9 @@ def _grid(grid) -> tuple[int, ...]:
     return g
 
 
+_UNSET = object()
+
+
 class Kernel:
     """An ``@nki.jit`` kernel. Call it with arrays to simulate it; ``kernel[2](...)`` launches LNC=2."""
 
@@ -74,9 +77,17 @@ class Kernel:
             self._signature = inspect.signature(fn)
         except (TypeError, ValueError):
             self._signature = None
-        code = getattr(fn, "__code__", None)
-        self.location = code_location(code) if code else None
+        self._location = _UNSET
         self._parent: Kernel | None = None  # the kernel a grid view (kernel[2]) was made from
+
+    @property
+    def location(self) -> str | None:
+        """``file:line`` of the kernel's definition (worked out on first use: a kernel made where
+        torch.compile traces must not look at the file system)."""
+        if self._location is _UNSET:
+            code = getattr(self.fn, "__code__", None)
+            self._location = code_location(code) if code else None
+        return self._location
 
     def __getitem__(self, grid) -> Kernel:
         k = Kernel(self.fn, _grid(grid), self.options, self._cache, self._lock)

@@ -73,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     root = args.path.resolve()
     chips = [c for c in args.chips.split(",") if c]
     library = (root / "test" / "utils" / "unit_test_framework.py").exists()
-    rows = run_library(root, chips, args.select, args.cases) if library else run_examples(root, chips, args.timeout)
+    if library:
+        rows = run_library(root, chips, args.select, args.cases)
+    else:
+        rows = run_examples(root, chips, args.timeout)
     text = markdown(rows, chips, title=f"{root.name} ({'library tests' if library else 'examples'})")
     if args.out:
         args.out.write_text(text)

@@ -91,6 +91,28 @@ def _install_stand_ins() -> None:
     sys.modules["test.utils.test_orchestrator"] = orchestrator
 
 
+def pytest_generate_tests(metafunc):
+    """``@pytest.mark.coverage_parametrize``: the cases the library's conftest generates, by its own
+    generator (``test/utils/coverage_parametrized_tests.py``) at its default coverage (singles)."""
+    marker = metafunc.definition.get_closest_marker("coverage_parametrize")
+    if marker is None:
+        return
+    from test.utils.coverage_parametrized_tests import (
+        extract_parametrize_args,
+        generate_parametrized_test_case,
+    )
+
+    params = dict(marker.kwargs)
+    coverage = params.pop("coverage", None) or "singles"
+    knobs = ("enable_automatic_boundary_tests", "enable_invalid_combination_tests",
+             "n_tests_per_boundary_value", "max_invalid_tests")
+    options = {k: params.pop(k) for k in knobs if k in params}
+    cases = generate_parametrized_test_case(params=params, coverage=coverage,
+                                            filter_func=params.pop("filter", None), **options)
+    names, values, ids = extract_parametrize_args(params, cases)
+    metafunc.parametrize(names, values, ids=ids)
+
+
 # AWS's simulation mode skips the cases whose ids name large shapes (test/utils/simulation_setup.py)
 _LARGE_SHAPE_PATTERNS = ("4096", "5120", "8192", "16384", "32768", "36864")
 
@@ -138,7 +160,20 @@ class _Recorder:
     def __init__(self, path: str | None, chips: list[str]):
         self.path, self.chips = path, chips
         self.seen: set[str] = set()
-        self.current: str | None = None
+        self.pending: dict[str, list[dict]] = {}
+
+    def hold(self, row: dict) -> None:
+        """Keep a case's row until its test's outcome is known (a negative test passes when the
+        kernel rejects its inputs)."""
+        self.pending.setdefault(row["test"], []).append(row)
+
+    def settle(self, nodeid: str, passed: bool) -> None:
+        for row in self.pending.pop(nodeid, []):
+            if passed and not row["correct"]:
+                row.update(correct=True, expected_failure=True,
+                           error=f"negative test (the kernel rejects these inputs, as expected): "
+                                 f"{row['error']}")
+            self.write(row)
 
     def write(self, row: dict) -> None:
         self.seen.add(row["test"])
@@ -162,7 +197,7 @@ class CompatOrchestrator:
         row = run_case(kernel_args, self.recorder.chips if self.recorder else ["trn2"])
         row["test"] = self.nodeid
         if self.recorder:
-            self.recorder.write(row)
+            self.recorder.hold(row)
         if not row["ran"]:
             raise AssertionError(f"kernel did not run: {row['error']}")
         if not row["correct"]:
@@ -288,7 +323,9 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     rec: _Recorder = item.config._compat
-    if rep.when == "call" and rep.skipped:
+    if rep.when == "call":
+        rec.settle(item.nodeid, rep.passed)
+    if rep.skipped:
         return
     if rep.failed and item.nodeid not in rec.seen:
         msg = ""

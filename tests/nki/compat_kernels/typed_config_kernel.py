@@ -17,7 +17,8 @@ def scaled_copy(x: nt.tensor[128, 256], params: ScaleParams, dtype: nki.dtype = 
     out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
     t = nl.ndarray(x.shape, dtype=dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown)
-    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=params.scale, op1=nl.add, operand1=params.bias)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=params.scale,
+                       op1=nl.add, operand1=params.bias)
     nisa.dma_copy(dst=out, src=t)
     return out
 
