@@ -1,6 +1,7 @@
 """Register the emulated device: PrivateUse1 renamed ``neuron``, once per process.
 
-Order matters: rename -> Python hooks and device guard -> generated ``.neuron()``/``.is_neuron``
+Order matters: the C++ device guard and set_data hooks (``cpp/``) -> rename -> Python hooks ->
+generated ``.neuron()``/``.is_neuron``
 methods -> the device module ``torch.neuron`` -> the op table and the patches for the C++ pieces
 a Python backend cannot provide -> the native kernels (``neuronsim.kernels``).
 """
@@ -14,6 +15,8 @@ import torch
 from neuronsim.device import (
     accelerator,
     autograd_hooks,
+    cpp,
+    default_compile,
     distributed,
     module,
     native,
@@ -40,14 +43,6 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):
         return True
 
 
-_PRIVATEUSE1 = torch._C._autograd.DeviceType.PrivateUse1
-
-
-class _Guard(torch._C._acc.DeviceGuard):
-    def type_(self):  # asked by the C++ guard for every stream query (autograd: each op's outputs)
-        return _PRIVATEUSE1
-
-
 def is_registered() -> bool:
     return _registered
 
@@ -62,14 +57,21 @@ def owner_of_privateuse1() -> str | None:
     return name
 
 
-def _install_profiler_lane() -> None:
-    """``torch.profiler.profile(activities=[..., ProfilerActivity.PrivateUse1])``: its
-    ``export_chrome_trace`` carries each device's simulated ops (read from the device clocks when
-    the trace is written)."""
+def _connect_profiler() -> None:
+    """Hand the device clocks to the profiler: ``neuronsim profile`` sessions read every device's
+    ops through the reader registered here, and ``torch.profiler.profile(activities=[...,
+    ProfilerActivity.PrivateUse1])``'s ``export_chrome_trace`` carries each device's simulated ops
+    (read from the device clocks when the trace is written)."""
     from neuronsim.device import clock
+    from neuronsim.profiler import session
     from neuronsim.profiler.events import from_clock_events
     from neuronsim.profiler.lane import install_export_hook
 
+    session.register_clock_reader(
+        state.DEVICE_TYPE,
+        lambda: {index: from_clock_events(clk.events()) for index, clk in clock.all_clocks().items()},
+        clock.keep_records,
+    )
     for index in range(state.device_count()):
         install_export_hook(lambda index=index: from_clock_events(clock.clock(index).events()),
                             chip_name=lambda: settings.chip().name, device=index)
@@ -97,9 +99,11 @@ def register() -> None:
                 "(a real TorchNeuron?); neuronsim leaves it alone"
             )
         if owner is None:
+            # First, so that nothing is registered if the C++ library cannot be built or loaded.
+            count = state.device_count()
+            state.use_native_guard(cpp.install(count), count)
             torch.utils.rename_privateuse1_backend(state.DEVICE_TYPE)
             torch._C._acc.register_python_privateuseone_hook(_Hooks())
-            torch._C._acc.register_python_privateuseone_device_guard(_Guard())
             torch.utils.generate_methods_for_privateuse1_backend(
                 for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
             )
@@ -112,5 +116,6 @@ def register() -> None:
             distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
             register_launcher(nki_launch.launch)  # @nki.jit kernels called on neuron tensors
             _prefer_device_in_fake_propagation()
-            _install_profiler_lane()
+            default_compile.install()  # torch.compile(fn) on the device: the neuron backend
+            _connect_profiler()
         _registered = True
