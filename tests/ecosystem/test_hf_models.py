@@ -2,8 +2,8 @@
 and backward, the loss and every parameter's gradient within rtol 2e-3, the same parameters (tied
 embeddings stay one parameter), eagerly and under ``torch.compile(backend="neuron")``.
 
-The compiled runs cost ~10-60 s a model on CI's two cores: a representative three (decoder with
-tied embeddings, encoder, encoder-decoder with relative attention) run in CI, the rest are ``slow``.
+The compiled runs cost ~5-60 s a model on CI's two cores: GPT-2 (a decoder with tied embeddings)
+runs compiled in CI, the rest are ``slow`` (``python -m pytest -m slow tests/ecosystem``).
 """
 
 from __future__ import annotations
@@ -21,16 +21,11 @@ import neuronsim  # noqa: E402
 
 neuronsim.enable()
 
-COMPILED_IN_CI = {"gpt2", "bert", "t5"}
-MIXTRAL_HISTC = pytest.mark.xfail(
-    strict=True, reason="Mixtral's router counts experts with torch.histc on int32; the host fallback "
-    "hands int32 to ATen-CPU, which has no int histc (issue 16: the 64-bit policy's work)")
+COMPILED_IN_CI = {"gpt2"}
 
 
 def _case(name: str, compiled: bool):
     marks = []
-    if name == "mixtral":
-        marks.append(MIXTRAL_HISTC)
     if compiled and name not in COMPILED_IN_CI:
         marks.append(pytest.mark.slow)
     return pytest.param(name, compiled, marks=marks, id=f"{name}-{'compiled' if compiled else 'eager'}")
