@@ -407,6 +407,9 @@ def index_view(t: TensorView, key) -> TensorView:
 
 
 def _index_view(t: TensorView, key) -> TensorView:
+    for k in key:  # an index grid (the legacy API's nl.arange / nl.mgrid) does its own indexing
+        if hasattr(type(k), "nki_index_grid"):
+            return k.nki_index_grid(t, key)
     n = len(t.dims)
     if Ellipsis in key:
         at = key.index(Ellipsis)
