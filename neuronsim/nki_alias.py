@@ -2,7 +2,8 @@
 
 :func:`install_alias` puts a finder on ``sys.meta_path`` that answers ``nki``, ``nki.language``
 and ``nki.isa`` with the neuronsim modules, and (when no real ``neuronxcc`` is installed) one that
-answers the legacy API, ``neuronxcc.nki`` and its submodules, with ``neuronsim.nki.legacy``. It is lazy: the frontend (and with it the simulator
+answers the legacy API, ``neuronxcc.nki`` and its submodules, with ``neuronsim.nki.legacy``.
+It is lazy: the frontend (and with it the simulator
 and Numba) is imported only when a kernel file runs ``import nki``, so the callers can install it
 for free. Something has to call it before that import, and without a ``.pth`` file or
 ``sitecustomize`` nothing runs at interpreter start-up; so the callers are ``python -m
@@ -65,7 +66,8 @@ class _LegacyFinder(_AliasFinder):
     _TARGETS = {
         "neuronxcc": "neuronsim.nki.legacy.root",
         "neuronxcc.nki": "neuronsim.nki.legacy",
-        **{f"neuronxcc.nki.{n}": f"neuronsim.nki.legacy.{n}" for n in ("language", "isa", "typing", "compiler")},
+        **{f"neuronxcc.nki.{n}": f"neuronsim.nki.legacy.{n}"
+           for n in ("language", "isa", "typing", "compiler")},
     }
 
 

@@ -134,7 +134,8 @@ def matmul_accumulate(a_t, b):
 def test_isa_results_go_into_the_tile_they_are_assigned_to():
     a_t = RNG.standard_normal((256, 64), np.float32)
     b = RNG.standard_normal((256, 96), np.float32)
-    np.testing.assert_allclose(nki.simulate_kernel(matmul_accumulate, a_t, b), a_t.T @ b, rtol=1e-4, atol=1e-4)
+    out = nki.simulate_kernel(matmul_accumulate, a_t, b)
+    np.testing.assert_allclose(out, a_t.T @ b, rtol=1e-4, atol=1e-4)
     ops = opcodes(matmul_accumulate, a_t, b)
     # two matmuls accumulating in PSUM, one copy out of it: no copy per assignment
     assert ops.count(Opcode.NC_MATMUL) == 2

@@ -45,7 +45,9 @@ def _broadcast(a: tuple, b: tuple) -> tuple:
     out = []
     for x, y in zip(a, b, strict=True):
         if x != y and 1 not in (x, y):
-            raise UnsupportedError(f"index grids of shapes {a} and {b} do not broadcast", location=caller_location())
+            raise UnsupportedError(
+                f"index grids of shapes {a} and {b} do not broadcast", location=caller_location()
+            )
         out.append(max(x, y))
     return tuple(out)
 
@@ -349,6 +351,10 @@ def grid_view(t, key) -> GridTensor:
     return _grid_index(t, _key_exprs(t, key), {}, caller_location())
 
 
+def _count(r) -> int:
+    return max(0, r[1] - r[0])
+
+
 def _grid_index(t, exprs: list[IndexExpr], ranges: dict, location) -> GridTensor:
     shape = ()
     for e in exprs:
@@ -366,7 +372,7 @@ def _grid_index(t, exprs: list[IndexExpr], ranges: dict, location) -> GridTensor
                 )
             axis_vars[j] = v
     steps = [0] * ndim
-    nums = [1 if v is None else (lambda r: max(0, r[1] - r[0]))(ranges.get(v, (0, v.size))) for v in axis_vars]
+    nums = [1 if v is None else _count(ranges.get(v, (0, v.size))) for v in axis_vars]
     offset = t.offset
     oob = None
     on_chip = t.buf.memory in ON_CHIP and t.ppair is None

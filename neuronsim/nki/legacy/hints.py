@@ -42,7 +42,9 @@ FORMS = {
     "nki.compiler allocation": "nl.ndarray(..., address=(partition, byte)) or the compiler's allocator",
     "psum[...] += nisa.nc_matmul": "nisa.nc_matmul(psum[...], stationary, moving) (accumulate=None)",
     "nisa.iota(expr)": "nisa.iota(dst, pattern=[[step, num]], offset=, channel_multiplier=)",
-    "nisa.affine_select(pred)": "nisa.affine_select(dst, pattern, channel_multiplier, on_true, on_false, cmp_op=)",
+    "nisa.affine_select(pred)": (
+        "nisa.affine_select(dst, pattern, channel_multiplier, on_true, on_false, cmp_op=)"
+    ),
 }
 
 _shown: set = set()

@@ -213,7 +213,8 @@ def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=engine.unknown
     def emit(dst, accumulate, x=None, y=None):
         _isa.tensor_tensor(dst, _t(a) if x is None else x, _t(b) if y is None else y, op, engine=engine)
 
-    return _result("tensor_tensor", a.shape, _dt(dtype, _lt.result_dtype(_t(a), _t(b))), sbuf, emit, mask, (a, b))
+    dtype = _dt(dtype, _lt.result_dtype(_t(a), _t(b)))
+    return _result("tensor_tensor", a.shape, dtype, sbuf, emit, mask, (a, b))
 
 
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
@@ -367,7 +368,7 @@ def _affine(expr, fn: str, shape) -> tuple[list, int, int]:
     e = IndexExpr.of(expr)
     nd = len(shape)
     coefs = [0] * nd
-    for v, (c, a) in e.terms.items():
+    for c, a in e.terms.values():
         coefs[nd + a] += c
     pattern = [[coefs[j], shape[j]] for j in range(1, nd)] or [[0, 1]]
     return pattern, e.const, coefs[0] if nd else 0

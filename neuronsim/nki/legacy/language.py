@@ -15,7 +15,6 @@ import numpy as np
 
 from neuronsim.errors import UnsupportedError
 from neuronsim.nki import language as _nl
-from neuronsim.nki.language import tensor as _lt
 from neuronsim.nki.language.dtypes import *  # noqa: F401,F403 (the dtypes and buffers, unchanged)
 from neuronsim.nki.language.dtypes import hbm, private_hbm, psum, sbuf, shared_hbm
 from neuronsim.nki.legacy import grid as _grid
@@ -176,10 +175,14 @@ class BlockTensor:
             if not 0 <= k < n:
                 from neuronsim.errors import OutOfBoundsError
 
-                raise OutOfBoundsError(f"block index {k} out of range for {self.shape}", location=caller_location())
+                raise OutOfBoundsError(
+                    f"block index {k} out of range for {self.shape}", location=caller_location()
+                )
             idx = idx * n + k
         if len(head) < nb:
-            raise UnsupportedError(f"index all {nb} block dims of a {self.shape} tensor", location=caller_location())
+            raise UnsupportedError(
+                f"index all {nb} block dims of a {self.shape} tensor", location=caller_location()
+            )
         return self.tiles[idx], key[nb:]
 
     def __getitem__(self, key):
