@@ -76,6 +76,16 @@ for _name in ("sum", "max", "min", "mean", "prod", "all", "any"):
     globals()[_name] = _wrap(_name, _trailing(getattr(_nl, _name)))
 
 
+def _load(src, dtype=None):
+    src = materialize(src)
+    if len(src.shape) == 1:  # NKI 0.1 loads a 1-D access as a column: [P] -> [P, 1]
+        src = src.expand_dim(1)
+    return _nl.load(src, dtype)
+
+
+load = _wrap("load", _load)
+
+
 # ------------------------------------------------------------------ index grids
 
 def arange(*args):
