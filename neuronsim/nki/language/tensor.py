@@ -126,6 +126,10 @@ _PY_BINARY = {
 def binary(x, y, op: AluOp, dtype, tag: str):
     """``nl.<tag>(x, y)``: tile op tile (broadcast along the free dims), tile op scalar, or two
     constants computed in Python. A new SBUF tile, on VectorE."""
+    if hasattr(type(y), "nki_materialize"):  # a legacy nisa result used as an operand
+        y = y.nki_materialize()
+    if hasattr(type(x), "nki_materialize"):
+        x = x.nki_materialize()
     xt, yt = is_tile(x), is_tile(y)
     if not xt and not yt:
         fn = _PY_BINARY.get(op)

@@ -27,9 +27,11 @@ def _map(args, kwargs, fn):
     return [fn(a) for a in args], {k: fn(v) for k, v in kwargs.items()}
 
 
-def _ranges(mask) -> dict:
-    if mask is None:
+def _ranges(mask) -> dict | None:
+    if mask is None or mask is True:
         return {}
+    if mask is False:
+        return None
     if isinstance(mask, Mask):
         return mask.ranges()
     raise UnsupportedError(
@@ -42,9 +44,14 @@ def _ranges(mask) -> dict:
 def run(fn, args, kwargs, mask=None):
     """``fn(*args, **kwargs)`` with legacy operands, under ``mask``."""
     args, kwargs = _map(args, kwargs, materialize)
-    if mask is None:
+    if mask is None or mask is True:
         args, kwargs = _map(args, kwargs, lambda a: resolve(a, {}))
-        return fn(*args, **kwargs)
+        previous = _lt.result_hook.hook
+        _lt.result_hook.hook = _columns
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _lt.result_hook.hook = previous
     hints.hint("mask=")
     ranges = _ranges(mask)
     if ranges is None:
@@ -63,8 +70,16 @@ def run(fn, args, kwargs, mask=None):
     return _full(out, placement, ranges)
 
 
+def _columns(shape, dtype, tag, buffer):
+    """An operation's result tile; a 1-D one (NKI 0.1 tiles may be [P]) is a [P, 1] column."""
+    shape = tuple(int(n) for n in shape)
+    return _lt.alloc(shape + (1,) if len(shape) == 1 else shape, dtype, buffer, tag=tag)
+
+
 def _carve(placement: Placement, shape, dtype, tag, buffer):
     shape = tuple(int(n) for n in shape)
+    if len(shape) == 1:
+        shape = shape + (1,)
     expanded = placement.expand(shape)
     if expanded is None:
         return _lt.alloc(shape, dtype, buffer, tag=tag)

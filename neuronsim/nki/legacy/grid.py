@@ -269,7 +269,20 @@ class _MGrid:
             n = len(range(start, k.stop, step))
             shape = tuple(n if i == j else 1 for i in range(len(key)))
             out.append(IndexExpr({IndexVar(n): (step, j - len(key))}, start, shape))
-        return tuple(out) if len(out) > 1 else out[0]
+        return Grid(out) if len(out) > 1 else out[0]
+
+
+class Grid(tuple):
+    """What ``nl.mgrid[...]`` returns: the index grids, also as ``.p`` (the first) and ``.x`` (the
+    second, the free dimension)."""
+
+    @property
+    def p(self):
+        return self[0]
+
+    @property
+    def x(self):
+        return self[1]
 
 
 mgrid = _MGrid()
@@ -282,7 +295,12 @@ class GridTensor(NkiTensor):
     """A view made by indexing with index grids: which variable each dimension walks, the indexing
     to redo on narrowed ranges (``mask=``), and where an out-of-bounds access was written."""
 
-    __slots__ = ("axis_vars", "source", "ranges", "oob")
+    # no __slots__: views core methods derive from a grid view (reshape, slicing...) are plain
+    # views, with these class defaults
+    axis_vars: tuple = ()
+    source = None
+    ranges: dict = {}
+    oob = None
 
     def check(self) -> GridTensor:
         if self.oob is not None:
@@ -290,7 +308,7 @@ class GridTensor(NkiTensor):
         return self
 
     def restrict(self, ranges: dict) -> GridTensor:
-        if not any(v in ranges for v in self.axis_vars if v is not None):
+        if self.source is None or not any(v in ranges for v in self.axis_vars if v is not None):
             return self.check()
         t, exprs = self.source
         merged = dict(self.ranges)

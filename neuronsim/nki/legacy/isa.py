@@ -12,6 +12,7 @@ when any other instruction is recorded first — it is computed into a new tile 
 
 from __future__ import annotations
 
+import enum
 import math
 
 from neuronsim.errors import UnsupportedError
@@ -19,7 +20,6 @@ from neuronsim.nki import isa as _isa
 from neuronsim.nki.isa.enums import (  # noqa: F401 (the legacy namespace re-exports them)
     dge_mode,
     engine,
-    nc_version,
     oob_mode,
     reduce_cmd,
 )
@@ -32,7 +32,18 @@ from neuronsim.nki.legacy.grid import IndexExpr, Mask, resolve
 from neuronsim.nki.trace import caller_location, current_trace, location_override
 from neuronsim.sim.ir import AluOp, Memory
 
-get_nc_version = _isa.get_nc_version
+class nc_version(enum.IntEnum):
+    """NKI 0.1's NeuronCore versions, ordered (kernels test ``get_nc_version() >= nc_version.gen3``)."""
+
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+def get_nc_version() -> nc_version:
+    return nc_version[_isa.get_nc_version().value]
+
+
 tensor_engine, vector_engine, scalar_engine, gpsimd_engine = (
     engine.tensor, engine.vector, engine.scalar, engine.gpsimd
 )
@@ -83,7 +94,10 @@ class Deferred:
         return self.tile
 
     def nki_assign_into(self, dst) -> None:
-        if math.prod(dst.shape) == math.prod(self.shape) and self._take():
+        # into dst directly when it is where the instruction writes (a PE transpose or matmul
+        # assigned to an SBUF tile is computed in PSUM and copied, as the compiler does)
+        fits = math.prod(dst.shape) == math.prod(self.shape) and dst.memory is _region(self.buffer)
+        if fits and self._take():
             self._record(dst, False)
             self.tile = dst
             return
@@ -113,6 +127,10 @@ class Deferred:
         return f"<nisa.{self.fn} result {self.shape}>"
 
 
+def _region(buffer) -> Memory:
+    return Memory.PSUM if buffer is psum else Memory.SBUF
+
+
 def _operator(name):
     def method(self, *args):
         return getattr(self.nki_materialize(), name)(*args)
@@ -130,6 +148,8 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
 def _result(fn, shape, dtype, buffer, emit, mask, operands, result_axes=None):
     """A Deferred result, or with ``mask=`` the result computed now (into a full-size tile)."""
     hints.hint(f"nisa.{fn}(...) returning its result", f"nisa.{fn}(dst, ...) (dst first, no return)")
+    if len(shape) == 1:  # NKI 0.1 tiles may be [P]: a [P, 1] column
+        shape = tuple(shape) + (1,)
     if mask is None:
         return Deferred(fn, shape, dtype, buffer, emit)
     return run_into(emit, shape, dtype, buffer, operands, mask, result_axes)
@@ -259,7 +279,8 @@ def reciprocal(data, dtype=None, mask=None, **kwargs):
 
 def _reduced(d, axis, keepdims: bool) -> tuple:
     axes = reduce_axes("tensor_reduce", _t(d), axis)
-    return tuple(1 if i in axes else n for i, n in enumerate(d.shape) if keepdims or i not in axes)
+    shape = tuple(1 if i in axes else n for i, n in enumerate(d.shape) if keepdims or i not in axes)
+    return shape if len(shape) > 1 else shape + (1,)  # all free dims reduced: a [P, 1] column
 
 
 def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
@@ -405,8 +426,10 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **k
     pattern, offset, cm = _affine(expr, "affine_select", shape)
 
     def emit(dst, accumulate, x=None):
-        _isa.affine_select(dst, pattern, cm, _t(t) if x is None else x, on_false_value,
-                           cmp_op=_CMP[op], offset=offset)
+        # GpSimd reads SBUF only: a PSUM tile is copied out first, as the NKI compiler does for
+        # operands an engine cannot read (nl.store does the same)
+        src = _lt.sbuf_operand(_t(t) if x is None else x, "affine_select.psum_copy")
+        _isa.affine_select(dst, pattern, cm, src, on_false_value, cmp_op=_CMP[op], offset=offset)
 
     return _result("affine_select", shape, _dt(dtype, _t(t).dtype), sbuf, emit, mask, (t,))
 
