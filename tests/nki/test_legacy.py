@@ -189,6 +189,7 @@ def test_profile_writes_trace_listing_and_reports(tmp_path):
 
 
 def test_hints_once_per_construct_and_line_and_silenced(capsys, monkeypatch):
+    monkeypatch.delenv("NEURON_SIM_NKI_HINTS", raising=False)
     hints._shown.clear()
     x = RNG.standard_normal((200, 48), np.float32)
     kernel = nki.jit(masked_relu.fn)  # a fresh cache: traced here

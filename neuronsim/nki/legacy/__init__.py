@@ -11,9 +11,9 @@ NKI 0.6 form (``legacy/hints.py``; ``NEURON_SIM_NKI_HINTS=0`` silences them).
 """
 
 from neuronsim.nki.kernel import Kernel
-from neuronsim.nki.kernel import jit as _jit
 from neuronsim.nki.legacy import compiler, hints, isa, language, typing
 from neuronsim.nki.legacy.bench import baremetal, benchmark, profile, simulate_kernel
+from neuronsim.nki.legacy.call import legacy_kernel
 from neuronsim.nki.legacy.typing import tensor
 
 
@@ -21,7 +21,9 @@ def jit(func=None, mode="auto", **kwargs):
     """``nki.jit`` of NKI 0.1 (``mode=`` accepted: every mode simulates)."""
     if mode != "auto":
         hints.hint("nki.jit(mode=)")
-    return _jit(func, **kwargs) if func is not None else _jit(**kwargs)
+    if func is None:
+        return lambda f: legacy_kernel(f, kwargs)
+    return legacy_kernel(func, kwargs)
 
 
 __all__ = ["Kernel", "baremetal", "benchmark", "compiler", "isa", "jit", "language", "profile",

@@ -18,8 +18,9 @@ import json
 import os
 
 from neuronsim.nki import launch
-from neuronsim.nki.kernel import Kernel, as_kernel
+from neuronsim.nki.kernel import Kernel
 from neuronsim.nki.legacy import hints
+from neuronsim.nki.legacy.call import legacy_kernel as as_kernel
 from neuronsim.nki.profile import build_profile, layout
 from neuronsim.profiler.events import KernelRun, PlacedRun
 from neuronsim.profiler.trace import launch_trace, write_trace

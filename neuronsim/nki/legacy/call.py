@@ -9,9 +9,11 @@ operation writes the masked part (so later unmasked indexing of them stays in bo
 from __future__ import annotations
 
 from neuronsim.errors import UnsupportedError
+from neuronsim.nki.kernel import Kernel
 from neuronsim.nki.language import tensor as _lt
 from neuronsim.nki.legacy import hints
 from neuronsim.nki.legacy.grid import GridTensor, Mask, Placement, masks_of_results, positions_of, resolve
+from neuronsim.nki.tensor import index_rules
 from neuronsim.nki.trace import caller_location
 
 
@@ -176,3 +178,37 @@ def assigned_region(value):
     if entry is not None and entry[0] is value:
         return entry[2], entry[1]
     return value, {}
+
+
+class _LegacyBody:
+    """A legacy kernel's function, traced with [P] result tiles made [P, 1] columns (NKI 0.1 tiles
+    may be 1-D: ``t[:, 0] * 2``); it keeps the function's code, so errors name the kernel's file."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__wrapped__ = fn
+        self.__code__ = getattr(fn, "__code__", None)
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__module__ = getattr(fn, "__module__", None)
+
+    def __call__(self, *args, **kwargs):
+        previous, kept = _lt.result_hook.hook, index_rules.keep_free_dims
+        if previous is None:
+            _lt.result_hook.hook = _columns
+        index_rules.keep_free_dims = True
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            _lt.result_hook.hook, index_rules.keep_free_dims = previous, kept
+
+
+def legacy_kernel(fn, options=None) -> Kernel:
+    """``fn`` as a kernel with NKI 0.1's tracing rules (an existing kernel keeps its cache)."""
+    if isinstance(fn, Kernel):
+        if not isinstance(fn.fn, _LegacyBody):
+            fn.fn = _LegacyBody(fn.fn)
+        return fn
+    return Kernel(_LegacyBody(fn), options=options)
+

@@ -192,6 +192,8 @@ class Mask:
         self.atoms = list(atoms)
 
     def __and__(self, other):
+        if other is True or other is False:  # a compile-time condition joined to the mask
+            return self if other else Mask(self.atoms + [(IndexExpr({}, 1, ()), "<")])
         if not isinstance(other, Mask):
             raise UnsupportedError("a mask joins comparisons of index expressions with '&'")
         return Mask(self.atoms + other.atoms)

@@ -32,6 +32,7 @@ from neuronsim.nki.legacy.grid import IndexExpr, Mask, resolve
 from neuronsim.nki.trace import caller_location, current_trace, location_override
 from neuronsim.sim.ir import AluOp, Memory
 
+
 class nc_version(enum.IntEnum):
     """NKI 0.1's NeuronCore versions, ordered (kernels test ``get_nc_version() >= nc_version.gen3``)."""
 
@@ -96,7 +97,11 @@ class Deferred:
     def nki_assign_into(self, dst) -> None:
         # into dst directly when it is where the instruction writes (a PE transpose or matmul
         # assigned to an SBUF tile is computed in PSUM and copied, as the compiler does)
-        fits = math.prod(dst.shape) == math.prod(self.shape) and dst.memory is _region(self.buffer)
+        fits = (
+            math.prod(dst.shape) == math.prod(self.shape)
+            and dst.memory is _region(self.buffer)
+            and (self.fn in _CASTING or dst.buf.dtype is _lt.sim_dtype(self.dtype))
+        )
         if fits and self._take():
             self._record(dst, False)
             self.tile = dst
@@ -125,6 +130,13 @@ class Deferred:
 
     def __repr__(self) -> str:
         return f"<nisa.{self.fn} result {self.shape}>"
+
+
+# instructions whose output dtype is their dst's (the others write their operand's dtype)
+_CASTING = frozenset({"activation", "activation_reduce", "tensor_tensor", "tensor_scalar", "tensor_copy",
+                      "scalar_tensor_tensor", "reciprocal", "tensor_reduce", "tensor_scalar_reduce",
+                      "tensor_tensor_scan", "memset", "iota", "affine_select", "tensor_partition_reduce",
+                      "dropout", "nc_matmul"})
 
 
 def _region(buffer) -> Memory:
@@ -202,12 +214,25 @@ def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown, **kwargs):
 # ------------------------------------------------------------------ ScalarE
 
 
+def _bias(bias):
+    """ScalarE reads its bias as float32: another dtype is cast first (VectorE), as the NKI 0.1
+    compiler accepted any bias dtype."""
+    if bias is None:
+        return None
+    b = _t(bias)
+    if not hasattr(b, "buf") or b.buf.dtype is _lt.sim_dtype(float32):
+        return b
+    out = _lt.new_tile(b.shape, float32, "activation.bias_f32")
+    _isa.tensor_copy(out, b)
+    return out
+
+
 def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
                reduce_cmd=reduce_cmd.idle, mask=None, dtype=None, **kwargs):
     d = materialize(data)
 
     def emit(dst, accumulate, x=None):
-        _isa.activation(dst, op, _t(data) if x is None else x, bias=_t(bias) if bias is not None else None,
+        _isa.activation(dst, op, _t(data) if x is None else x, bias=_bias(bias),
                         scale=_t(scale), reduce_op=reduce_op,
                         reduce_res=_t(reduce_res) if reduce_res is not None else None, reduce_cmd=reduce_cmd)
 
@@ -219,7 +244,7 @@ def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, mas
 
     def emit(dst, accumulate, x=None):
         _isa.activation_reduce(dst, op, _t(data) if x is None else x, reduce_op, _t(reduce_res),
-                               bias=_t(bias) if bias is not None else None, scale=_t(scale))
+                               bias=_bias(bias), scale=_t(scale))
 
     return _result("activation_reduce", d.shape, _dt(dtype, d.dtype), sbuf, emit, mask, (d,))
 
