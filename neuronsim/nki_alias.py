@@ -80,6 +80,7 @@ class _LegacyFinder(_AliasFinder):
         **{f"neuronxcc.nki.{n}": f"neuronsim.nki.legacy.{n}"
            for n in ("language", "isa", "typing", "compiler")},
     }
+    _PACKAGES = frozenset({"neuronxcc", "neuronxcc.nki"})
 
 
 def real_neuronxcc_installed() -> bool:

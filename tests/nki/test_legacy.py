@@ -207,3 +207,39 @@ def test_hints_once_per_construct_and_line_and_silenced(capsys, monkeypatch):
     monkeypatch.setenv("NEURON_SIM_NKI_HINTS", "0")
     nki.simulate_kernel(kernel[1, 1], x)
     assert capsys.readouterr().err == ""
+
+
+LEGACY_FILE = '''
+import numpy as np
+from neuronxcc import nki
+import neuronxcc.nki.language as nl
+import neuronxcc.nki.isa as nisa
+from neuronxcc.nki.typing import tensor
+
+@nki.jit
+def double(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    t: tensor[128, 64] = nl.load(a[i_p, i_f])
+    nl.store(out[i_p, i_f], value=nisa.tensor_scalar(t, np.multiply, 2.0))
+    return out
+
+a = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+print("ok", bool((nki.simulate_kernel(double, a) == 2 * a).all()), nki.__name__)
+'''
+
+
+def test_neuronxcc_nki_resolves_under_neuron_sim(tmp_path):
+    """``python -m neuronsim.nki legacy.py``: ``neuronxcc.nki`` is the legacy layer, hints on stderr."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "legacy_kernel.py"
+    path.write_text(LEGACY_FILE)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NEURON_SIM_NKI_HINTS")}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(nki.__file__)).rsplit("/neuronsim", 1)[0]
+    res = subprocess.run([sys.executable, "-m", "neuronsim.nki", str(path)], env=env, capture_output=True,
+                         text=True, cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "ok True neuronsim.nki.legacy" in res.stdout
+    assert "legacy_kernel.py:13: nisa.tensor_scalar(...) returning its result" in res.stderr
