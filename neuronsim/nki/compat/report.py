@@ -13,7 +13,7 @@ _REASONS = (
     ("blocker 7 (dynamic addressing, registers, collectives, MX)",
      re.compile(r"nki\.collectives|sendrecv|register_|vector_offset|scalar_offset|quantize_mx|nc_matmul_mx"
                 r"|indirect|_x4|float8_e8m0|Scale tensor F dimension")),
-    ("legacy API (neuronxcc)", re.compile(r"neuronxcc")),
+    ("legacy API (neuronxcc)", re.compile(r"neuronxcc|No module named 'torch_neuronx'")),
     ("framework main", re.compile(r"^needs (torch_xla|jax)")),
     ("kernels only", re.compile(r"^no kernel launched")),
 )
