@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from neuronsim.nki import types as _types
@@ -44,26 +42,10 @@ MemoryRegion = MemoryRegion
 ds = DynSlice
 
 
-class _NkiObjectType(type):
-    """Building a ``@dataclass`` NKIObject, a field the call leaves out is None. AWS's kernels rely
-    on it: nki-library's ``MLPTKGConstantsDimensionSizes`` declares ``remainderIFused`` without a
-    default, never passes it, and its moe_tkg tests build the object on hardware."""
-
-    def __call__(cls, *args, **kwargs):
-        fields = getattr(cls, "__dataclass_fields__", None)
-        if fields:
-            required = [f.name for f in fields.values()
-                        if f.init and f.default is dataclasses.MISSING
-                        and f.default_factory is dataclasses.MISSING]
-            for name in required[len(args):]:
-                kwargs.setdefault(name, None)
-        return super().__call__(*args, **kwargs)
-
-
-class NKIObject(metaclass=_NkiObjectType):
+class NKIObject:
     """Base class of kernel dataclasses and configuration objects. Built with keyword arguments
     (``Params(section_idx=0)``) it sets them as attributes, as NKI's ``NKIObject.__init__(**kwargs)``
-    does; a ``@dataclass`` subclass has its own ``__init__`` (fields left out are None)."""
+    does; a ``@dataclass`` subclass has its own ``__init__``, with Python's rules."""
 
     def __init__(self, **kwargs) -> None:
         for name, value in kwargs.items():
