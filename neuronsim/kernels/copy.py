@@ -4,16 +4,28 @@
 Each ``[partitions, free]`` tile of the destination is one ``dma_copy`` from the source broadcast
 to the destination's shape (stride-0 access patterns), whatever either's strides: transposes and
 permutes are the same kernel. Same dtype: bit-exact; between float dtypes the DMA casts through
-fp32 with round-to-nearest-even (ATen-CPU's rounding). Integer <-> float casts fall back.
+fp32 with round-to-nearest-even (ATen-CPU's rounding). int64 is its (low, high) int32 words
+(``bridge.py``): int64 -> int32 is a DMA of the low words (ATen's cast wraps the same way), and an
+integer or bool -> int64 cast widens on the engines (``elementwise.py``'s tile loop: the value and its
+sign word). Integer <-> float casts fall back.
 """
 
 from __future__ import annotations
 
+import torch
+
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels.bridge import FLOAT_DTYPES, numpy_dtype
+from neuronsim.kernels.elementwise import SMALL_INTS, elementwise, low_words
 from neuronsim.kernels.registry import IN, OUT, Call, Launch, native
 from neuronsim.kernels.tiling import elementwise_tiles
+
+_WIDENED = (*SMALL_INTS, torch.int32)  # integer dtypes an int64 can be cast from exactly
+
+
+def _on_device(dtype) -> bool:
+    return dtype is torch.int64 or numpy_dtype(dtype) is not None
 
 
 def copy(dst, src):
@@ -28,11 +40,24 @@ def plan_copy(call: Call) -> Launch | None:
     if len(call.inputs) != 2:
         return None
     dst, src = call.inputs
-    if numpy_dtype(dst.dtype) is None or numpy_dtype(src.dtype) is None:
+    if not (_on_device(dst.dtype) and _on_device(src.dtype)):
         return None
+    if src.dtype is torch.int64 and dst.dtype is torch.int32:
+        return Launch(narrow, (OUT(0), IN(1)))
+    if dst.dtype is torch.int64 and src.dtype in _WIDENED:
+        return Launch(elementwise, (OUT(0), IN(1)), {"compute": _widen, "params": {}, "wide": (True, False)})
     if dst.dtype != src.dtype and not (dst.dtype in FLOAT_DTYPES and src.dtype in FLOAT_DTYPES):
         return None
     return Launch(copy, (OUT(0), IN(1)))
+
+
+def narrow(dst, src):
+    """int64 -> int32: the low words."""
+    copy(dst, low_words(src))
+
+
+def _widen(dst, x):
+    nisa.tensor_copy(dst=dst, src=x)  # to the int32 result tile; the tile loop adds the sign words
 
 
 def cat(out, *ins, dim):
@@ -50,7 +75,7 @@ def plan_cat(call: Call) -> Launch | None:
     if len(call.inputs) != len(call.arg(0, "tensors")) or any(t.dim() != out.dim() for t in call.inputs):
         return None  # a CPU tensor or a legacy 1-D empty tensor in the list
     if any(t.dtype != out.dtype and not (t.dtype in FLOAT_DTYPES and out.dtype in FLOAT_DTYPES)
-           for t in call.inputs) or numpy_dtype(out.dtype) is None:
+           for t in call.inputs) or not _on_device(out.dtype):
         return None
     dim = call.arg(1, "dim", 0) % out.dim()
     return Launch(cat, (OUT(0), *(IN(i) for i in range(len(call.inputs)))), {"dim": dim})

@@ -13,7 +13,14 @@ stores it. The chains use the engines as the hardware does:
   ATen-CPU's opmath does for the 16-bit types; intermediates of a chain stay fp32.
 - int32: exact integer arithmetic, min/max, comparisons and logic on GpSimd (``tensor_tensor`` with
   every tile int32; a scalar operand is a memset int32 tile). Bit operators run on VectorE on any
-  integer dtype (bool, int8, uint8, int16, int32). int64 has no NeuronCore dtype: it falls back.
+  integer dtype (bool, int8, uint8, int16, int32).
+- int64 has no NeuronCore dtype: under the device's 64-bit policy it computes in 32 bits, as the
+  host does when it narrows (``device/dtype_policy.py``). An int64 operand is its (low, high) int32
+  words (``bridge.py``): the tile loop reads the low words — the int32 the host's narrowing gives —
+  and writes an int64 result as the int32 result and its sign (``>> 31`` on VectorE), the host's
+  widening back. So int64 ops run the int32 chains, with the host's semantics bit for bit.
+
+Arithmetic, comparisons, logic, bit operators and fills are ``arith.py``'s planners on this loop.
 
 A signature whose semantics a chain does not reproduce (an rounding mode, an int alpha on floats,
 mixed integer widths, ...) gets ``None`` from its planner and runs on the host.
@@ -37,14 +44,19 @@ A = AluOp
 F32 = nl.float32
 SMALL_INTS = (torch.bool, torch.int8, torch.uint8, torch.int16)  # exact as fp32
 BIT_DTYPES = (*SMALL_INTS, torch.int32)
+INT32 = (torch.int32, torch.int64)  # computed as int32 on GpSimd (int64: the 64-bit policy)
 
 
 # ---------------------------------------------------------------- the kernel and its tile loop
 
 
-def tile_loop(out, ins, compute):
-    """For every tile: load ``ins`` (broadcast to ``out``), ``compute(dst, *loaded)``, store."""
-    views = [out, *(v.broadcast_to(out.shape) for v in ins)]
+def tile_loop(out, ins, compute, wide=()):
+    """For every tile: load ``ins`` (broadcast to ``out``), ``compute(dst, *loaded)``, store.
+    ``wide[k]``: view ``k`` (``out`` first) is an int64 tensor's words (see the module doc)."""
+    wide = tuple(wide) or (False,) * (1 + len(ins))
+    target = low_words(out) if wide[0] else out
+    views = [target, *((low_words(v) if w else v).broadcast_to(target.shape)
+                       for v, w in zip(ins, wide[1:], strict=True))]
     tiles = elementwise_tiles(views)
     for i in nl.affine_range(len(tiles)):
         tile = tiles[i]
@@ -54,14 +66,28 @@ def tile_loop(out, ins, compute):
             t = nl.ndarray(shape, dtype=v.dtype, buffer=nl.sbuf)
             nisa.dma_copy(dst=t, src=tile.of(k, v))
             loaded.append(t)
-        result = nl.ndarray(shape, dtype=out.dtype, buffer=nl.sbuf)
+        result = nl.ndarray(shape, dtype=target.dtype, buffer=nl.sbuf)
         compute(result, *loaded)
-        nisa.dma_copy(dst=tile.of(0, out), src=result)
+        nisa.dma_copy(dst=tile.of(0, target), src=result)
+        if wide[0]:
+            sign = nl.ndarray(shape, dtype=nl.int32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=sign, data=result, op0=A.right_shift, operand0=31,
+                               engine=nisa.vector_engine)
+            nisa.dma_copy(dst=tile.of(0, high_words(out)), src=sign)
 
 
-def elementwise(out, *ins, compute, params):
+def low_words(view):
+    """The low int32 words of an int64 operand's HBM view (shape ``[..., 2]``, little-endian)."""
+    return view.ap([list(d) for d in view.dims[:-1]] or [[1, 1]], offset=view.offset)
+
+
+def high_words(view):
+    return view.ap([list(d) for d in view.dims[:-1]] or [[1, 1]], offset=view.offset + 1)
+
+
+def elementwise(out, *ins, compute, params, wide=()):
     """The element-wise kernel: ``compute(dst_tile, *input_tiles, **params)`` per tile."""
-    tile_loop(out, list(ins), lambda dst, *xs: compute(dst, *xs, **params))
+    tile_loop(out, list(ins), lambda dst, *xs: compute(dst, *xs, **params), wide)
 
 
 def _tmp(like, dtype=F32):
@@ -271,7 +297,16 @@ def _int32(v) -> bool:
 
 def _launch(call: Call, compute, n_inputs: int | None = None, **params) -> Launch:
     n = len(call.inputs) if n_inputs is None else n_inputs
-    return Launch(elementwise, (OUT(0), *(IN(i) for i in range(n))), {"compute": compute, "params": params})
+    return launch_on(call, (OUT(0), *(IN(i) for i in range(n))), compute, **params)
+
+
+def launch_on(call: Call, operands, compute, **params) -> Launch:
+    """The element-wise kernel on ``operands`` (the output first), its int64 operands marked wide."""
+    tensors = [(call.outputs if r.role == "out" else call.inputs)[r.index] for r in operands]
+    statics = {"compute": compute, "params": params}
+    if any(t.dtype is torch.int64 for t in tensors):
+        statics["wide"] = tuple(t.dtype is torch.int64 for t in tensors)
+    return Launch(elementwise, tuple(operands), statics)
 
 
 def op_names(bases, overloads=("default",), inplace=True) -> list[str]:
@@ -394,7 +429,7 @@ def plan_clamp_scalar(call: Call) -> Launch | None:
         lo, hi = (v, None) if base == "clamp_min" else (None, v)
     if len(call.inputs) != 1 or (base == "hardtanh" and (lo is None or hi is None)):
         return None
-    if _all(call, (torch.int32,)) and all(v is None or _int32(v) for v in (lo, hi)):
+    if _all(call, INT32) and all(v is None or _int32(v) for v in (lo, hi)):
         return _launch(call, int_clamp, lo=lo, hi=hi)
     if not _floats(call):
         return None
@@ -448,173 +483,3 @@ def plan_backward(call: Call) -> Launch | None:
             return None
         return _launch(call, threshold_backward, th=_as_dtype(th, call.inputs[1].dtype))
     return _launch(call, _BACKWARD[base])
-
-
-# ---------------------------------------------------------------- binary ops
-
-
-_ARITH = {"add": A.add, "sub": A.subtract, "mul": A.multiply, "div": A.divide, "rsub": A.subtract,
-          "maximum": A.maximum, "minimum": A.minimum, "pow": A.power, "fmod": A.mod}
-_COMPARE = {"eq": A.equal, "ne": A.not_equal, "lt": A.less, "le": A.less_equal, "gt": A.greater,
-            "ge": A.greater_equal}
-_LOGICAL = {"logical_and": A.logical_and, "logical_or": A.logical_or, "logical_xor": A.logical_xor}
-_BITWISE = {"bitwise_and": A.bitwise_and, "bitwise_or": A.bitwise_or, "bitwise_xor": A.bitwise_xor}
-_INT_EXACT = {"add", "sub", "mul", "rsub", "maximum", "minimum"}  # GpSimd's native int32 operators
-
-
-def _other(call: Call):
-    """(device tensor or None, scalar or None) for the second operand."""
-    if call.arg(0, "self") is not call.inputs[0]:  # a Python scalar ``self`` (rsub's decomposition)
-        return None, None
-    name = "exponent" if _base(call).startswith("pow") else "other"
-    other = call.arg(1, name)
-    if isinstance(other, Tensor) and not other.is_cpu:
-        return other, None
-    return None, _scalar(other)
-
-
-@native(*(n for n in op_names(_ARITH, ("Tensor", "Scalar", "Tensor_Tensor", "Tensor_Scalar", "default"))
-          if n != "aten::pow.Scalar"))  # pow.Scalar's base is the scalar
-def plan_arith(call: Call) -> Launch | None:
-    base = _base(call).rstrip("_")
-    op = _ARITH[base]
-    tensor, value = _other(call)
-    alpha = _scalar(call.arg(2, "alpha", 1)) if base in ("add", "sub", "rsub") else 1
-    if base == "sub" and len(call.inputs) == 1 and call.arg(1, "other") is call.inputs[0]:
-        s = _scalar(call.arg(0, "self"))  # s - alpha * x (what rsub with a scalar becomes)
-        if s is None or alpha is None or not _floats(call):
-            return None
-        return _launch(call, alu, op0=A.multiply, v0=-float(alpha), op1=A.add, v1=float(s))
-    if tensor is None and value is None:
-        return None
-    if alpha is None or (base == "div" and call.kwargs.get("rounding_mode") is not None):
-        return None
-    if _all(call, (torch.int32,)):
-        return _plan_int_arith(call, base, op, tensor, value, alpha)
-    if not _floats(call):
-        return None
-    alpha = float(alpha)
-    if tensor is not None:
-        if base == "sub":
-            op, alpha = (A.subtract, 1.0) if alpha == 1.0 else (A.add, -alpha)
-        if base == "rsub":  # other - alpha * self
-            if alpha == 1.0:
-                return Launch(elementwise, (OUT(0), IN(1), IN(0)), {"compute": alu2, "params": {"op": op}})
-            return Launch(elementwise, (OUT(0), IN(1), IN(0)),
-                          {"compute": _rsub_alpha, "params": {"alpha": alpha}})
-        return _launch(call, alu2, op=op, alpha=alpha)
-    value = float(value)
-    if base in ("add", "sub"):  # a +- alpha * s: one add of a constant
-        return _launch(call, alu, op0=A.add, v0=value * alpha if base == "add" else -value * alpha)
-    if base == "rsub":  # s - alpha * a
-        return _launch(call, alu, op0=A.multiply, v0=-alpha, op1=A.add, v1=value)
-    return _launch(call, alu, op0=op, v0=value)
-
-
-def _rsub_alpha(dst, other, x, alpha):  # other - alpha * x, as (x * -alpha) + other
-    nisa.scalar_tensor_tensor(dst=dst, data=x, op0=A.multiply, operand0=-alpha, op1=A.add, operand1=other)
-
-
-def _plan_int_arith(call, base, op, tensor, value, alpha) -> Launch | None:
-    if base not in _INT_EXACT or not _int32(alpha) or (value is not None and not _int32(value)):
-        return None
-    if base == "rsub":
-        if tensor is None:  # s - alpha * a: a * -alpha, + s
-            return None
-        return Launch(elementwise, (OUT(0), IN(1), IN(0)),
-                      {"compute": int_binary, "params": {"op": A.subtract, "alpha": alpha}})
-    if tensor is None:
-        if alpha != 1:
-            return None
-        return _launch(call, int_binary, n_inputs=1, op=op, value=value)
-    return _launch(call, int_binary, op=op, alpha=alpha)
-
-
-@native(*op_names(_COMPARE, ("Tensor", "Scalar")), *op_names(_LOGICAL))
-def plan_compare(call: Call) -> Launch | None:
-    base = _base(call).rstrip("_")
-    op = _COMPARE.get(base) or _LOGICAL[base]
-    tensor, value = _other(call)
-    if tensor is None and value is None:
-        return None
-    dtypes = {t.dtype for t in call.inputs}
-    out = call.outputs[0].dtype
-    if dtypes == {torch.int32} and out in (torch.int32, torch.bool) and (value is None or _int32(value)):
-        return _launch(call, int_binary, op=op, value=value)
-    # fp32 path: exact for floats and small ints; logic only asks "nonzero", which fp32 keeps for int32.
-    exact = dtypes <= {*FLOAT_DTYPES, *SMALL_INTS} or (op in _LOGICAL.values() and torch.int32 in dtypes)
-    if not exact or (out not in FLOAT_DTYPES and out is not torch.bool):
-        return None
-    if tensor is not None:
-        common = torch.promote_types(*dtypes) if len(dtypes) == 2 else dtypes.pop()
-        if base in _COMPARE and common in (torch.bfloat16, torch.float16) and not dtypes <= {
-                common, torch.bool, torch.int8, torch.uint8}:
-            return None  # ATen compares after rounding an int16 (or fp32) operand to the 16-bit type
-        return _launch(call, alu2, op=op)
-    common = torch.result_type(call.inputs[0], value)
-    if common in FLOAT_DTYPES:
-        return _launch(call, alu, op0=op, v0=_as_dtype(value, common))
-    if not isinstance(value, int) or not torch.iinfo(common).min <= value <= torch.iinfo(common).max:
-        return None
-    return _launch(call, alu, op0=op, v0=float(value))
-
-
-@native("aten::logical_not.default", "aten::logical_not_.default")
-def plan_logical_not(call: Call) -> Launch | None:
-    if not _all(call, (*FLOAT_DTYPES, *BIT_DTYPES)):
-        return None
-    return _launch(call, alu, op0=A.equal, v0=0.0)
-
-
-@native(*op_names(_BITWISE, ("Tensor", "Scalar")))
-def plan_bitwise(call: Call) -> Launch | None:
-    op = _BITWISE[_base(call).rstrip("_")]
-    tensor, value = _other(call)
-    if len({t.dtype for t in (*call.inputs, *call.outputs)}) != 1 or not _all(call, BIT_DTYPES):
-        return None
-    if tensor is not None:
-        return _launch(call, bits, op=op)
-    if not isinstance(value, int):
-        return None
-    return _launch(call, bits, op=op, value=value)
-
-
-@native("aten::bitwise_not.default", "aten::bitwise_not_.default")
-def plan_bitwise_not(call: Call) -> Launch | None:
-    if len({t.dtype for t in (*call.inputs, *call.outputs)}) != 1 or not _all(call, BIT_DTYPES):
-        return None
-    if call.inputs[0].dtype is torch.bool:  # ~True is False: xor with 1 on the one-bit type
-        return _launch(call, bits, op=A.bitwise_xor, value=1)
-    return _launch(call, bits, op=A.invert, value=0)
-
-
-@native("aten::neg.default", "aten::neg_.default", "aten::abs.default", "aten::abs_.default")
-def plan_neg_abs(call: Call) -> Launch | None:
-    base = _base(call).rstrip("_")
-    if _all(call, (torch.int32,)):
-        if base == "neg":
-            return _launch(call, int_unary, op=A.subtract, value=0, reverse=True)
-        return _launch(call, int_unary, op=A.abs_max, value=0)
-    return plan_unary(call)
-
-
-# ---------------------------------------------------------------- fills
-
-
-@native("aten::fill_.Scalar", "aten::zero_.default")
-def plan_fill(call: Call) -> Launch | None:
-    value = 0 if _base(call) == "zero_" else _scalar(call.arg(1, "value"))
-    dtype = call.inputs[0].dtype
-    if value is None or dtype not in (*FLOAT_DTYPES, *BIT_DTYPES):
-        return None
-    if dtype is torch.bool:
-        value = float(value != 0)
-    elif dtype in FLOAT_DTYPES:
-        if isinstance(value, float) and dtype is not torch.float32 and _as_dtype(value, dtype) != _as_dtype(
-                _as_dtype(value, torch.float32), dtype):
-            return None  # memset rounds through fp32: a double rounding ATen does not do
-    else:
-        info = torch.iinfo(dtype)
-        if not isinstance(value, int) or not info.min <= value <= info.max:
-            return None
-    return _launch(call, fill, n_inputs=0, value=float(value))

@@ -1,0 +1,82 @@
+"""int64 arithmetic, comparisons, bit operators and fills under the device's 64-bit policy: native
+kernels compute on the low 32-bit words and sign-extend the result, exactly what the host's
+narrowing (int64 -> int32, compute, widen back) gives."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import neuronsim.kernels.arith  # noqa: F401  (its real kernels, before the manifest lists them)
+
+INT64 = {
+    "add": (lambda a, b: torch.add(a, b, alpha=3), "aten::add.Tensor"),
+    "sub": (torch.sub, "aten::sub.Tensor"),
+    "mul": (torch.mul, "aten::mul.Tensor"),  # wraps past int32, as the policy's int32 product does
+    "max": (torch.maximum, "aten::maximum"),
+    "eq": (torch.eq, "aten::eq.Tensor"),
+    "lt": (torch.lt, "aten::lt.Tensor"),
+    "and": (torch.bitwise_and, "aten::bitwise_and.Tensor"),
+    "not": (lambda a, b: ~a, "aten::bitwise_not"),
+    "neg": (lambda a, b: -a, "aten::neg"),
+    "abs": (lambda a, b: a.abs(), "aten::abs"),
+    "clamp": (lambda a, b: a.clamp(-5, 7), "aten::clamp"),
+    "adds": (lambda a, b: a + 7, "aten::add.Tensor"),
+    "rsubs": (lambda a, b: 1 - a, "aten::rsub.Scalar"),
+    "eqs": (lambda a, b: a == 0, "aten::eq.Scalar"),
+    "mask_and": (lambda a, b: a & (b > 0), "aten::bitwise_and.Tensor"),  # generate()'s ids & mask
+    "mixed": (lambda a, b: a * b.to(torch.int32), "aten::mul.Tensor"),
+    "fill_": (lambda a, b: (a * 1).fill_(-3), "aten::fill_.Scalar"),
+    "add_": (lambda a, b: a.clone().add_(b[:1]), "aten::add_.Tensor"),
+}
+
+
+def _policy(fn, a, b):
+    """The host's 64-bit policy: narrow to int32, compute, widen back."""
+    out = fn(a.to(torch.int32), b.to(torch.int32))
+    return out.to(torch.int64) if out.dtype is torch.int32 else out
+
+
+@pytest.mark.parametrize("name", INT64)
+def test_int64_runs_natively_as_the_policy_computes_it(name):
+    fn, op = INT64[name]
+    torch.manual_seed(6)
+    a = torch.randint(-(2**30), 2**30, (37, 65))
+    b = torch.randint(-(2**30), 2**30, (37, 65))
+    a[0, :4] = torch.tensor([0, -1, 2**31 - 1, -(2**31)])
+    got = fn(a.to("neuron"), b.to("neuron"))
+    assert any(o.startswith(op) for o in torch.neuron.get_executed_ops()), torch.neuron.get_fallback_ops()
+    assert torch.neuron.get_fallback_ops() == []
+    want = _policy(fn, a, b)
+    assert got.dtype == fn(a, b).dtype
+    assert torch.equal(got.cpu(), want)
+
+
+def test_int64_results_are_sign_extended_and_views_are_read_in_place():
+    x = torch.arange(-8, 8).view(4, 4)
+    got = x.to("neuron").t()[1:] * 3 - 5
+    assert torch.neuron.get_fallback_ops() == []
+    assert torch.equal(got.cpu(), x.t()[1:] * 3 - 5)
+    wrapped = torch.tensor([2**31 - 1, -(2**31)], device="neuron") + 1  # int32 arithmetic wraps
+    assert wrapped.cpu().tolist() == [-(2**31), -(2**31) + 1]
+
+
+def test_out_of_int32_scalars_fall_back():
+    x = torch.arange(5, device="neuron")
+    y = x + 2**40  # the scalar does not fit an int32: the host decides (it wraps, as int32 ATen does)
+    assert torch.neuron.get_fallback_ops() == ["aten::add.Tensor"]
+    assert y.dtype is torch.int64 and y.cpu().tolist() == (torch.arange(5, dtype=torch.int32) + 2**40).tolist()
+
+
+def test_int64_casts_and_cat_run_natively():
+    x = torch.tensor([[0, -1, 2**31 - 1], [-(2**31), 5, 2**33 + 7]])
+    d = x.to("neuron")
+    narrowed = d.to(torch.int32)  # ATen's cast wraps to the low word
+    widened = narrowed.to(torch.int64)
+    from_bool = (d > 0).long()
+    joined = torch.cat([d, d[:, :1]], dim=1)
+    assert torch.neuron.get_fallback_ops() == []
+    assert torch.equal(narrowed.cpu(), x.to(torch.int32))
+    assert torch.equal(widened.cpu(), x.to(torch.int32).to(torch.int64))
+    assert torch.equal(from_bool.cpu(), (x.to(torch.int32) > 0).long())
+    assert torch.equal(joined.cpu(), torch.cat([x, x[:, :1]], dim=1))
