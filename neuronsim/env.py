@@ -20,3 +20,8 @@ PYTEST_UPDATE_BASELINES_OPTION = "--neuron-update-baselines"  # rewrite the perf
 PYTEST_PROFILE_DIR_OPTION = "--neuron-profile-dir"  # write each neuron_profile'd test's profile here
 PYTEST_MARKER = "neuron_sim"  # @pytest.mark.neuron_sim: run the test only under the simulator
 PYTEST_BASELINE_FILE = "neuron_baselines.toml"  # performance baselines, one file per test directory
+
+# TorchNeuron's own names, read by torch.compile(backend="neuron") as TorchNeuron does ("1" / "true": on)
+# CPU tensors among a compiled graph's inputs are an error instead of copied to the device
+TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY = "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY"
+TORCH_NEURONX_RETAIN_DEVICE_MODE = "TORCH_NEURONX_RETAIN_DEVICE_MODE"  # results go back to the inputs' device

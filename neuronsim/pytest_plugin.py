@@ -3,8 +3,9 @@
 Installed with the package (the ``pytest11`` entry point) and inert unless used: loading it
 imports only this file and ``neuronsim.env`` — no torch, Numba or simulator — until the simulator
 is enabled with ``--neuron-sim`` (or ``NEURON_SIM=1``). Then it sets the environment a script run
-by ``neuronsim run`` gets (``NEURON_SIM=1``, the chip of ``--neuron-chip``, ``import nki`` served by
-neuronsim) before any conftest imports torch, registers the ``neuron`` device, and gives tests:
+by ``neuronsim run`` gets (``NEURON_SIM=1``, the chip of ``--neuron-chip``, ``import nki`` and
+``import torch_neuronx`` served by neuronsim) before any conftest imports torch, registers the
+``neuron`` device, and gives tests:
 
 - ``neuron_device``: ``torch.device("neuron")``;
 - ``neuron_ops``: a fresh op-tracking scope (:class:`neuronsim.testing.OpScope`);
@@ -71,9 +72,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser, args) -> 
         _set(saved, env.NEURON_SIM_CHIP, options.neuron_chip)
     if _requested(options):
         _set(saved, env.NEURON_SIM, "1")
-        from neuronsim.nki_alias import install_alias
+        from neuronsim.nki_alias import install_alias, install_torch_neuronx_alias
 
-        install_alias()  # `import nki` in kernel files and conftests resolves to neuronsim
+        # `import nki` / `import torch_neuronx` in kernel files, tests and conftests resolve to
+        # neuronsim (unless the real package is installed), as under `neuronsim run`
+        install_alias()
+        install_torch_neuronx_alias()
 
 
 def pytest_configure(config: pytest.Config) -> None:

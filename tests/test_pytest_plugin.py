@@ -89,9 +89,10 @@ ENABLED = """
         assert x.device.type == "neuron" and x.cpu().tolist() == [2.0] * 4
         assert os.environ["NEURON_SIM"] == "1"
 
-    def test_nki_resolves_to_neuronsim():
+    def test_nki_and_torch_neuronx_resolve_to_neuronsim():
         import nki
-        assert nki.__name__ == "neuronsim.nki"
+        import torch_neuronx
+        assert nki.__name__ == "neuronsim.nki" and torch_neuronx.__name__ == "neuronsim.torch_neuronx"
 
     def test_the_chip():
         from neuronsim.options import current

@@ -64,7 +64,9 @@ profile in DIR/<chip>/, and the profiles are compared as `neuronsim compare` doe
     "ones too (costs time per op: tens of percent on scripts of many small ops; not with a "
     "script that runs its own torch.profiler).",
 )
-@click.option("--html", is_flag=True, help="Also write DIR/report.html.")
+@click.option("--html", is_flag=True,
+              help="Also write DIR/report.html: one self-contained file with a zoomable timeline, charts and "
+              "the op table (open it in a browser).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the summary table.")
 @click.option("--summary/--no-summary", "show_summary", default=True, hidden=True,
               help="Print the summary (the --chip A,B form runs each chip without).")

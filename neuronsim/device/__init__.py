@@ -24,13 +24,6 @@ def enable() -> None:
     registration.register()
 
 
-def is_enabled() -> bool:
-    import sys
-
-    registration = sys.modules.get("neuronsim.device.registration")
-    return registration is not None and registration.is_registered()
-
-
 def _autoload() -> None:
     """``torch.backends`` entry point: register when ``NEURON_SIM=1``, else stay out of the way."""
     if os.environ.get(env.NEURON_SIM, "").strip() != "1":

@@ -18,9 +18,8 @@ stores it. The chains use the engines as the hardware does:
   host does when it narrows (``device/dtype_policy.py``). An int64 operand is its (low, high) int32
   words (``bridge.py``): the tile loop reads the low words — the int32 the host's narrowing gives —
   and writes an int64 result as the int32 result and its sign (``>> 31`` on VectorE), the host's
-  widening back. So int64 ops run the int32 chains, with the host's semantics bit for bit.
-
-Arithmetic, comparisons, logic, bit operators and fills are ``arith.py``'s planners on this loop.
+  widening back. So int64 ops run the int32 chains, with the host's semantics bit for bit (a scalar
+  outside int32 falls back).
 
 A signature whose semantics a chain does not reproduce (an rounding mode, an int alpha on floats,
 mixed integer widths, ...) gets ``None`` from its planner and runs on the host.
@@ -35,6 +34,30 @@ import torch
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels.bridge import FLOAT_DTYPES
+from neuronsim.kernels.elementwise_chains import (
+    act,
+    act_then,
+    alu,
+    alu2,
+    bits,
+    clamp2,
+    elu,
+    fill,
+    gelu_backward,
+    hardsigmoid,
+    hardswish,
+    int_binary,
+    int_clamp,
+    int_unary,
+    leaky_relu,
+    mish,
+    sigmoid_backward,
+    sign,
+    silu_backward,
+    tanh_backward,
+    threshold,
+    threshold_backward,
+)
 from neuronsim.kernels.registry import IN, OUT, Call, Launch, native
 from neuronsim.kernels.tiling import elementwise_tiles
 from neuronsim.sim.ir import ActFunc, AluOp
@@ -45,6 +68,7 @@ F32 = nl.float32
 SMALL_INTS = (torch.bool, torch.int8, torch.uint8, torch.int16)  # exact as fp32
 BIT_DTYPES = (*SMALL_INTS, torch.int32)
 INT32 = (torch.int32, torch.int64)  # computed as int32 on GpSimd (int64: the 64-bit policy)
+INTEGERS = (*BIT_DTYPES, torch.int64)
 
 
 # ---------------------------------------------------------------- the kernel and its tile loop
@@ -88,176 +112,6 @@ def high_words(view):
 def elementwise(out, *ins, compute, params, wide=()):
     """The element-wise kernel: ``compute(dst_tile, *input_tiles, **params)`` per tile."""
     tile_loop(out, list(ins), lambda dst, *xs: compute(dst, *xs, **params), wide)
-
-
-def _tmp(like, dtype=F32):
-    return nl.ndarray(like.shape, dtype=dtype, buffer=nl.sbuf)
-
-
-# ---------------------------------------------------------------- tile computations (fp32 path)
-
-
-def act(dst, x, func, scale=1.0, bias=None):
-    nisa.activation(dst=dst, op=func, data=x, scale=scale, bias=bias)
-
-
-def act_then(dst, x, func, op, value, scale=1.0):
-    """``func(x * scale) op value``: ScalarE, then one VectorE step (log2, log10, softplus(beta))."""
-    t = _tmp(x)
-    act(t, x, func, scale)
-    nisa.tensor_scalar(dst=dst, data=t, op0=op, operand0=value)
-
-
-def alu(dst, x, op0, v0=0.0, op1=None, v1=None, reverse0=False):
-    nisa.tensor_scalar(dst=dst, data=x, op0=op0, operand0=v0, reverse0=reverse0, op1=op1, operand1=v1)
-
-
-def alu2(dst, x, y, op, alpha=1.0):
-    """``x op y``; with ``alpha``, ``(y * alpha) op x`` (add and rsub are written that way)."""
-    if alpha == 1.0:
-        nisa.tensor_tensor(dst=dst, data1=x, data2=y, op=op)
-    else:
-        nisa.scalar_tensor_tensor(dst=dst, data=y, op0=A.multiply, operand0=alpha, op1=op, operand1=x)
-
-
-def sign(dst, x):  # (x > 0) - (x < 0): 0 for NaN, as ATen (ScalarE's sign passes NaN through)
-    pos = _tmp(x)
-    alu(pos, x, A.greater, 0.0)
-    nisa.scalar_tensor_tensor(dst=dst, data=x, op0=A.less, operand0=0.0, op1=A.subtract, operand1=pos,
-                              reverse1=True)
-
-
-def mish(dst, x):  # x * tanh(softplus(x))
-    t = _tmp(x)
-    act(t, x, ActFunc.softplus)
-    act(t, t, ActFunc.tanh)
-    alu2(dst, t, x, A.multiply)
-
-
-def hardsigmoid(dst, x):  # min(max(x + 3, 0), 6) / 6, ATen's order of operations
-    t = _tmp(x)
-    alu(t, x, A.add, 3.0, A.maximum, 0.0)
-    alu(dst, t, A.minimum, 6.0, A.divide, 6.0)
-
-
-def hardswish(dst, x):  # x * min(max(x + 3, 0), 6) / 6
-    t = _tmp(x)
-    alu(t, x, A.add, 3.0, A.maximum, 0.0)
-    nisa.scalar_tensor_tensor(dst=t, data=t, op0=A.minimum, operand0=6.0, op1=A.multiply, operand1=x)
-    alu(dst, t, A.divide, 6.0)
-
-
-def leaky_relu(dst, x, slope):  # x > 0 ? x : slope * x, as one max (slope <= 1) or min (slope > 1)
-    pick = A.maximum if slope <= 1.0 else A.minimum
-    nisa.scalar_tensor_tensor(dst=dst, data=x, op0=A.multiply, operand0=slope, op1=pick, operand1=x)
-
-
-def elu(dst, x, alpha, scale, input_scale):
-    """``max(x, 0) * scale + (exp(min(x, 0) * input_scale) - 1) * alpha * scale``."""
-    pos, neg = _tmp(x), _tmp(x)
-    alu(pos, x, A.maximum, 0.0, A.multiply, scale)
-    alu(neg, x, A.minimum, 0.0)
-    act(neg, neg, ActFunc.exp, input_scale)
-    alu(neg, neg, A.subtract, 1.0, A.multiply, alpha * scale)
-    alu2(dst, pos, neg, A.add)
-
-
-def threshold(dst, x, th, value):  # x <= th ? value : x
-    pred = _tmp(x, nl.uint8)
-    alu(pred, x, A.less_equal, th)
-    nisa.tensor_copy(dst=dst, src=x)
-    nisa.tensor_copy_predicated(dst=dst, src=value, predicate=pred)
-
-
-def threshold_backward(dst, grad, x, th):  # x <= th ? 0 : grad
-    pred = _tmp(x, nl.uint8)
-    alu(pred, x, A.less_equal, th)
-    nisa.tensor_copy(dst=dst, src=grad)
-    nisa.tensor_copy_predicated(dst=dst, src=0.0, predicate=pred)
-
-
-def sigmoid_backward(dst, grad, y):  # grad * (1 - y) * y
-    t = _tmp(y)
-    nisa.scalar_tensor_tensor(dst=t, data=y, op0=A.subtract, operand0=1.0, reverse0=True, op1=A.multiply,
-                              operand1=grad)
-    alu2(dst, t, y, A.multiply)
-
-
-def tanh_backward(dst, grad, y):  # grad * (1 - y * y)
-    t = _tmp(y)
-    alu2(t, y, y, A.multiply)
-    nisa.scalar_tensor_tensor(dst=dst, data=t, op0=A.subtract, operand0=1.0, reverse0=True, op1=A.multiply,
-                              operand1=grad)
-
-
-def silu_backward(dst, grad, x):  # grad * s * (1 + x * (1 - s)), s = sigmoid(x)
-    s, t = _tmp(x), _tmp(x)
-    act(s, x, ActFunc.sigmoid)
-    nisa.scalar_tensor_tensor(dst=t, data=s, op0=A.subtract, operand0=1.0, reverse0=True, op1=A.multiply,
-                              operand1=x)
-    nisa.scalar_tensor_tensor(dst=t, data=t, op0=A.add, operand0=1.0, op1=A.multiply, operand1=s)
-    alu2(dst, t, grad, A.multiply)
-
-
-def gelu_backward(dst, grad, x):  # grad * gelu'(x): ScalarE's gelu_dx, then one VectorE product
-    d = _tmp(x)
-    act(d, x, ActFunc.gelu_dx)
-    alu2(dst, d, grad, A.multiply)
-
-
-def clamp2(dst, x, lo, hi):  # min(max(x, lo), hi) with tensor bounds (either may be absent)
-    if lo is not None and hi is not None:
-        t = _tmp(x)
-        alu2(t, x, lo, A.maximum)
-        alu2(dst, t, hi, A.minimum)
-    else:
-        alu2(dst, x, lo if hi is None else hi, A.maximum if hi is None else A.minimum)
-
-
-def fill(dst, value):
-    nisa.memset(dst=dst, value=value)
-
-
-# ---------------------------------------------------------------- tile computations (int32 path)
-
-
-def int_binary(dst, x, y=None, *, op, value=None, alpha=1):
-    """``x op y`` (or ``x op value``) exactly on GpSimd's integer ALU; bool results via an int32 tile."""
-    if y is None:
-        y = nl.full(x.shape, value, dtype=nl.int32)
-    if alpha != 1:
-        scaled = _tmp(x, nl.int32)
-        nisa.tensor_tensor(dst=scaled, data1=y, data2=nl.full(x.shape, alpha, dtype=nl.int32), op=A.multiply)
-        y = scaled
-    if dst.dtype == nl.int32:
-        nisa.tensor_tensor(dst=dst, data1=x, data2=y, op=op)
-    else:
-        t = _tmp(x, nl.int32)
-        nisa.tensor_tensor(dst=t, data1=x, data2=y, op=op)
-        nisa.tensor_copy(dst=dst, src=t)
-
-
-def int_unary(dst, x, *, op, value=0, reverse=False):
-    """``value op x`` (``reverse``) or ``x op value`` with ``value`` an int32 tile: neg, abs."""
-    c = nl.full(x.shape, value, dtype=nl.int32)
-    nisa.tensor_tensor(dst=dst, data1=c if reverse else x, data2=x if reverse else c, op=op)
-
-
-def int_clamp(dst, x, lo, hi):
-    t = x
-    if lo is not None:
-        t = _tmp(x, nl.int32) if hi is not None else dst
-        nisa.tensor_tensor(dst=t, data1=x, data2=nl.full(x.shape, lo, dtype=nl.int32), op=A.maximum)
-    if hi is not None:
-        nisa.tensor_tensor(dst=dst, data1=t, data2=nl.full(x.shape, hi, dtype=nl.int32), op=A.minimum)
-
-
-def bits(dst, x, y=None, *, op, value=0):
-    """Bit operators on VectorE (integers as bit patterns)."""
-    if y is None:
-        nisa.tensor_scalar(dst=dst, data=x, op0=op, operand0=value, engine=nisa.vector_engine)
-    else:
-        nisa.tensor_tensor(dst=dst, data1=x, data2=y, op=op, engine=nisa.vector_engine)
 
 
 # ---------------------------------------------------------------- planner helpers
@@ -483,3 +337,181 @@ def plan_backward(call: Call) -> Launch | None:
             return None
         return _launch(call, threshold_backward, th=_as_dtype(th, call.inputs[1].dtype))
     return _launch(call, _BACKWARD[base])
+
+
+# ---------------------------------------------------------------- binary ops
+
+
+_ARITH = {"add": A.add, "sub": A.subtract, "mul": A.multiply, "div": A.divide, "rsub": A.subtract,
+          "maximum": A.maximum, "minimum": A.minimum, "pow": A.power, "fmod": A.mod}
+_COMPARE = {"eq": A.equal, "ne": A.not_equal, "lt": A.less, "le": A.less_equal, "gt": A.greater,
+            "ge": A.greater_equal}
+_LOGICAL = {"logical_and": A.logical_and, "logical_or": A.logical_or, "logical_xor": A.logical_xor}
+_BITWISE = {"bitwise_and": A.bitwise_and, "bitwise_or": A.bitwise_or, "bitwise_xor": A.bitwise_xor}
+_INT_EXACT = {"add", "sub", "mul", "rsub", "maximum", "minimum"}  # GpSimd's native int32 operators
+
+
+def _other(call: Call):
+    """(device tensor or None, scalar or None) for the second operand."""
+    if call.arg(0, "self") is not call.inputs[0]:  # a Python scalar ``self`` (rsub's decomposition)
+        return None, None
+    name = "exponent" if _base(call).startswith("pow") else "other"
+    other = call.arg(1, name)
+    if isinstance(other, Tensor) and not other.is_cpu:
+        return other, None
+    return None, _scalar(other)
+
+
+@native(*(n for n in op_names(_ARITH, ("Tensor", "Scalar", "Tensor_Tensor", "Tensor_Scalar", "default"))
+          if n != "aten::pow.Scalar"))  # pow.Scalar's base is the scalar
+def plan_arith(call: Call) -> Launch | None:
+    base = _base(call).rstrip("_")
+    op = _ARITH[base]
+    tensor, value = _other(call)
+    alpha = _scalar(call.arg(2, "alpha", 1)) if base in ("add", "sub", "rsub") else 1
+    if base == "sub" and len(call.inputs) == 1 and call.arg(1, "other") is call.inputs[0]:
+        s = _scalar(call.arg(0, "self"))  # s - alpha * x (what rsub with a scalar becomes)
+        if s is None or alpha is None or not _floats(call):
+            return None
+        return _launch(call, alu, op0=A.multiply, v0=-float(alpha), op1=A.add, v1=float(s))
+    if tensor is None and value is None:
+        return None
+    if alpha is None or (base == "div" and call.kwargs.get("rounding_mode") is not None):
+        return None
+    if _all(call, INT32):
+        return _plan_int_arith(call, base, op, tensor, value, alpha)
+    if not _floats(call):
+        return None
+    alpha = float(alpha)
+    if tensor is not None:
+        if base == "sub":
+            op, alpha = (A.subtract, 1.0) if alpha == 1.0 else (A.add, -alpha)
+        if base == "rsub":  # other - alpha * self
+            if alpha == 1.0:
+                return launch_on(call, (OUT(0), IN(1), IN(0)), alu2, op=op)
+            return launch_on(call, (OUT(0), IN(1), IN(0)), _rsub_alpha, alpha=alpha)
+        return _launch(call, alu2, op=op, alpha=alpha)
+    value = float(value)
+    if base in ("add", "sub"):  # a +- alpha * s: one add of a constant
+        return _launch(call, alu, op0=A.add, v0=value * alpha if base == "add" else -value * alpha)
+    if base == "rsub":  # s - alpha * a
+        return _launch(call, alu, op0=A.multiply, v0=-alpha, op1=A.add, v1=value)
+    return _launch(call, alu, op0=op, v0=value)
+
+
+def _rsub_alpha(dst, other, x, alpha):  # other - alpha * x, as (x * -alpha) + other
+    nisa.scalar_tensor_tensor(dst=dst, data=x, op0=A.multiply, operand0=-alpha, op1=A.add, operand1=other)
+
+
+def _plan_int_arith(call, base, op, tensor, value, alpha) -> Launch | None:
+    if base not in _INT_EXACT or not _int32(alpha) or (value is not None and not _int32(value)):
+        return None
+    if base == "rsub":
+        if tensor is None:  # s - a (an int alpha other than 1 would need one more instruction)
+            return _launch(call, int_unary, n_inputs=1, op=A.subtract, value=value, reverse=True) \
+                if alpha == 1 else None
+        return launch_on(call, (OUT(0), IN(1), IN(0)), int_binary, op=A.subtract, alpha=alpha)
+    if tensor is None:
+        if alpha != 1:
+            return None
+        return _launch(call, int_binary, n_inputs=1, op=op, value=value)
+    return _launch(call, int_binary, op=op, alpha=alpha)
+
+
+@native(*op_names(_COMPARE, ("Tensor", "Scalar")), *op_names(_LOGICAL))
+def plan_compare(call: Call) -> Launch | None:
+    base = _base(call).rstrip("_")
+    op = _COMPARE.get(base) or _LOGICAL[base]
+    tensor, value = _other(call)
+    if tensor is None and value is None:
+        return None
+    dtypes = {t.dtype for t in call.inputs}
+    out = call.outputs[0].dtype
+    if dtypes <= set(INT32) and out in (*INT32, torch.bool) and (value is None or _int32(value)):
+        return _launch(call, int_binary, op=op, value=value)
+    # fp32 path: exact for floats and small ints; logic only asks "nonzero", which fp32 keeps for int32.
+    exact = dtypes <= {*FLOAT_DTYPES, *SMALL_INTS} or (op in _LOGICAL.values() and bool(dtypes & set(INT32)))
+    if not exact or (out not in FLOAT_DTYPES and out is not torch.bool):
+        return None
+    if tensor is not None:
+        common = torch.promote_types(*dtypes) if len(dtypes) == 2 else dtypes.pop()
+        if base in _COMPARE and common in (torch.bfloat16, torch.float16) and not dtypes <= {
+                common, torch.bool, torch.int8, torch.uint8}:
+            return None  # ATen compares after rounding an int16 (or fp32) operand to the 16-bit type
+        return _launch(call, alu2, op=op)
+    common = torch.result_type(call.inputs[0], value)
+    if common in FLOAT_DTYPES:
+        return _launch(call, alu, op0=op, v0=_as_dtype(value, common))
+    if not isinstance(value, int) or not torch.iinfo(common).min <= value <= torch.iinfo(common).max:
+        return None
+    return _launch(call, alu, op0=op, v0=float(value))
+
+
+@native("aten::logical_not.default", "aten::logical_not_.default")
+def plan_logical_not(call: Call) -> Launch | None:
+    if not _all(call, (*FLOAT_DTYPES, *INTEGERS)):
+        return None
+    return _launch(call, alu, op0=A.equal, v0=0.0)
+
+
+@native(*op_names(_BITWISE, ("Tensor", "Scalar")))
+def plan_bitwise(call: Call) -> Launch | None:
+    op = _BITWISE[_base(call).rstrip("_")]
+    tensor, value = _other(call)
+    if not _all(call, INTEGERS) or not _same_width(call):
+        return None
+    if tensor is not None:
+        return _launch(call, bits, op=op)
+    if not isinstance(value, int):
+        return None
+    return _launch(call, bits, op=op, value=value)
+
+
+@native("aten::bitwise_not.default", "aten::bitwise_not_.default")
+def plan_bitwise_not(call: Call) -> Launch | None:
+    if len({t.dtype for t in (*call.inputs, *call.outputs)}) != 1 or not _all(call, INTEGERS):
+        return None
+    if call.inputs[0].dtype is torch.bool:  # ~True is False: xor with 1 on the one-bit type
+        return _launch(call, bits, op=A.bitwise_xor, value=1)
+    return _launch(call, bits, op=A.invert, value=0)
+
+
+@native("aten::neg.default", "aten::neg_.default", "aten::abs.default", "aten::abs_.default")
+def plan_neg_abs(call: Call) -> Launch | None:
+    base = _base(call).rstrip("_")
+    if _all(call, INT32):
+        if base == "neg":
+            return _launch(call, int_unary, op=A.subtract, value=0, reverse=True)
+        return _launch(call, int_unary, op=A.abs_max, value=0)
+    return plan_unary(call)
+
+
+# ---------------------------------------------------------------- fills
+
+
+@native("aten::fill_.Scalar", "aten::zero_.default")
+def plan_fill(call: Call) -> Launch | None:
+    value = 0 if _base(call) == "zero_" else _scalar(call.arg(1, "value"))
+    dtype = call.inputs[0].dtype
+    if value is None or dtype not in (*FLOAT_DTYPES, *INTEGERS):
+        return None
+    if dtype is torch.bool:
+        value = float(value != 0)
+    elif dtype in FLOAT_DTYPES:
+        if isinstance(value, float) and dtype is not torch.float32 and _as_dtype(value, dtype) != _as_dtype(
+                _as_dtype(value, torch.float32), dtype):
+            return None  # memset rounds through fp32: a double rounding ATen does not do
+    else:
+        info = torch.iinfo(torch.int32 if dtype is torch.int64 else dtype)  # int64: its low words
+        if isinstance(value, float) and value.is_integer():  # torch.ones(dtype=torch.long) fills 1.0
+            value = int(value)
+        if not isinstance(value, int) or not info.min <= value <= info.max:
+            return None
+    return _launch(call, fill, n_inputs=0, value=float(value))
+
+
+def _same_width(call: Call) -> bool:
+    """One integer dtype, or bool operands with an int32/int64 result (``ids & mask``: bool is 0/1 in
+    any width, so the result's low word is the int32 operator's)."""
+    dtypes = {t.dtype for t in (*call.inputs, *call.outputs)}
+    return len(dtypes) == 1 or (dtypes - {torch.bool} <= set(INT32) and call.outputs[0].dtype in INT32)

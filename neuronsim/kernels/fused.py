@@ -33,7 +33,7 @@ import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels import norm, softmax
 from neuronsim.kernels.bridge import FLOAT_DTYPES
-from neuronsim.kernels.elementwise import gelu_backward
+from neuronsim.kernels.elementwise_chains import gelu_backward
 from neuronsim.kernels.indexing import select
 from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, define
 from neuronsim.kernels.tiling import elementwise_tiles

@@ -159,3 +159,42 @@ def op_overload(name: str) -> torch._ops.OpOverload:
     namespace, _, rest = name.partition("::")
     base, _, overload = rest.partition(".")
     return getattr(getattr(getattr(torch.ops, namespace), base), overload or "default")
+
+
+# ---------------------------------------------------------------- the manifest
+
+
+def derive_manifest() -> dict[str, tuple[str, ...]]:
+    """{family module: its op names}, from the decorators: imports every module of the package
+    (loading NKI and the simulator), then reads :data:`TABLE`."""
+    import importlib
+    import pkgutil
+
+    import neuronsim.kernels as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{package.__name__}.{info.name}")
+    families: dict[str, list[str]] = {}
+    for spec in TABLE.values():
+        if spec.family is not None:
+            families.setdefault(spec.family, []).append(spec.name)
+    return {module: tuple(sorted(names)) for module, names in sorted(families.items())}
+
+
+def render_manifest(families: dict[str, tuple[str, ...]]) -> str:
+    """The text of ``manifest.py`` for ``families``."""
+    lines = [
+        '"""Each kernel family\'s ATen ops, so the device registers them without importing the families.',
+        "",
+        "Generated from the ``@native`` decorators by ``python -m neuronsim.kernels``: do not edit.",
+        '"""',
+        "",
+        "FAMILIES: dict[str, tuple[str, ...]] = {",
+    ]
+    for module, names in families.items():
+        lines.append(f'    "{module}": (')
+        lines.extend(f'        "{name}",' for name in names)
+        lines.append("    ),")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -3,7 +3,7 @@
 Sections: summary cards, recommendations with the ops behind them, the timeline (zoomable and
 pannable: one row per engine and DMA queue, per op, per host track), engine-utilization and
 DMA-size charts, the sortable op table, host fallbacks, every summary field. Python writes the
-static parts; the timeline and table sorting are the hand-written ``assets/report.js`` and
+static parts; the timeline and table sorting are the hand-written ``assets/*.js`` and
 ``assets/report.css``, inlined. The timeline's data is :mod:`neuronsim.profiler.timeline_model`'s.
 """
 
@@ -27,8 +27,18 @@ def _e(x) -> str:
     return html.escape(str(x))
 
 
+SCRIPTS = ("format.js", "timeline.js", "page.js")  # hand-written, no libraries; inlined in this order
+
+
 def asset(name: str) -> str:
     return (resources.files("neuronsim.profiler") / "assets" / name).read_text(encoding="utf-8")
+
+
+def script() -> str:
+    """The report's JavaScript: the asset files in one strict-mode function (nothing global but
+    ``window.neuronsimReport``)."""
+    body = "\n".join(asset(name) for name in SCRIPTS)
+    return f'(function () {{\n"use strict";\n{body}}})();'
 
 
 def page(title: str, subtitle: str, sections: Iterable[tuple[str, str, str]]) -> str:
@@ -42,7 +52,7 @@ def page(title: str, subtitle: str, sections: Iterable[tuple[str, str, str]]) ->
             f"<title>{_e(title)}</title><style>{asset('report.css')}</style></head>\n"
             f"<body><main><h1>{_e(title)}</h1><div class=\"sub\">{subtitle}</div>"
             f'<nav class="toc">{toc}</nav>\n{body}\n</main>'
-            f"<script>{asset('report.js')}</script></body></html>\n")
+            f"<script>{script()}</script></body></html>\n")
 
 
 PART_TITLES = {

@@ -101,7 +101,9 @@ def _metadata(events: list) -> tuple[dict, dict, dict, dict]:
             continue
         name, args, pid = e.get("name"), e.get("args") or {}, e.get("pid")
         if name == "process_name":
-            pnames[pid] = str(args.get("name", pid))
+            # a pid named twice (torch.profiler names pids 0-15 "python" for GPU lanes): the device wins
+            if not str(pnames.get(pid, "")).startswith(DEVICE_PREFIX):
+                pnames[pid] = str(args.get("name", pid))
         elif name == "process_sort_index":
             psort[pid] = args.get("sort_index", 0)
         elif name == "thread_name":

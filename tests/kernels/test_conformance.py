@@ -7,8 +7,7 @@ import torch
 
 pytest.importorskip("expecttest", reason="torch.testing._internal needs expecttest")
 
-import neuronsim.kernels.arith  # noqa: E402, F401  (its real kernels, before the manifest lists them)
-import neuronsim.kernels.elementwise  # noqa: E402, F401
+import neuronsim.kernels.elementwise  # noqa: E402, F401  (its real kernels, before the manifest lists them)
 from neuronsim.kernels import conformance  # noqa: E402
 
 SUBSET = [

@@ -52,7 +52,7 @@ def test_mixed_dtypes_promote_as_aten_does():
     assert_matches_cpu(out, a + b)
 
 
-def test_int64_runs_natively_under_the_64bit_policy():  # (test_arith.py has the details)
+def test_int64_runs_natively_under_the_64bit_policy():  # (test_elementwise_int64.py has the details)
     x = torch.arange(10).to("neuron")
     torch.neuron.clear_op_tracking()
     assert (x * x).cpu().tolist() == [i * i for i in range(10)]
@@ -80,8 +80,7 @@ def test_activations(fn, dtype):
 
 # ---------------------------------------------------------------- breadth (issue #5)
 
-import neuronsim.kernels.arith  # noqa: E402, F401  (its real kernels, before the manifest lists them)
-import neuronsim.kernels.elementwise  # noqa: E402, F401
+import neuronsim.kernels.elementwise  # noqa: E402, F401  (its real kernels, before the manifest lists them)
 
 F = torch.nn.functional
 ATEN = torch.ops.aten

@@ -8,7 +8,6 @@ from kernel_checks import DTYPES, ran_natively, tolerance
 
 import neuronsim.kernels.foreach  # noqa: F401  (registers the real kernels)
 from neuronsim.device import native
-from neuronsim.device.native.op import NativeOp
 
 SHAPES = [(3, 5), (130, 7), (1000,), (2, 3, 4)]
 
@@ -140,12 +139,6 @@ def test_mixed_dtypes_fall_back_and_match():
     torch._foreach_add_(a, b)
     assert not ran_natively("aten::_foreach_add_.List")
     assert_lists_match(da, a, torch.float32)
-
-
-def test_unknown_runtime_argument_is_a_registration_error():
-    op = torch.ops.aten._foreach_mul_.Scalar
-    with pytest.raises(ValueError, match="not in its schema"):
-        NativeOp(op, lambda call: None, runtime=("lr",))
 
 
 @pytest.mark.parametrize("name", ["AdamW", "SGD"])

@@ -19,6 +19,23 @@ from neuronsim.profiler.trace import load_trace
 from neuronsim.profiler.validate import check_trace
 
 REPO = Path(__file__).resolve().parents[2]
+NEURON_PROFILER_SCRIPT = """
+import sys
+import torch
+import torch_neuronx
+from torch.profiler import ProfilerActivity, profile
+from torch_neuronx.profiling import NeuronConfig, NeuronProfiler, ProfileMode
+
+cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir=sys.argv[1])
+exporter = NeuronProfiler(cfg)
+x = torch.randn(64, 64, device="neuron")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
+             on_trace_ready=exporter.export_trace):
+    for _ in range(3):
+        x = torch.tanh(x @ x)
+    torch.neuron.synchronize()
+print(exporter.written[0])
+"""
 MOST_LANES = "Math.max(...neuronsimReport.timelines[1].rows.map(r => r.lanes ? r.lanes.length : 0))"
 DEVICE_SCRIPT = """
 import torch
@@ -138,4 +155,26 @@ def test_torch_profiler_host_ops_open_in_the_same_report(browser, tmp_path):
     assert host["rows"] and lanes > 1  # torch.profiler's ops nest: drawn in lanes
     check_zoom(browser, timeline=1)
     browser.screenshot(tmp_path / "torch-profiler.png")
+    assert browser.console_errors == []
+
+
+def test_torch_neuronx_profiler_output_opens_in_the_report(browser, tmp_path):
+    """A TorchNeuron script's torch_neuronx.profiling.NeuronProfiler directory, opened by
+    `neuronsim view --html`: its device engines on the simulated clock, torch.profiler's host ops apart."""
+    script = tmp_path / "tn.py"
+    script.write_text(NEURON_PROFILER_SCRIPT)
+    result = neuronsim("run", script, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    out = Path(result.stdout.strip().splitlines()[-1])
+    assert out.is_relative_to(tmp_path / "out") and "_pid_" in out.parent.name
+    view = neuronsim("view", out, "--html")
+    assert view.returncode == 0, view.stderr
+    trace = load_trace(out / "trace.json")
+    browser.open(out / "report.html")
+    browser.frame()
+    device = check_renders(browser, trace)
+    assert {"Device ops", "TensorE (LoadStationary)", "VectorE", "ScalarE"} <= set(device["rows"])
+    check_renders(browser, trace, timeline=1, part="host")
+    check_zoom(browser)
+    browser.screenshot(tmp_path / "torch_neuronx.png")
     assert browser.console_errors == []

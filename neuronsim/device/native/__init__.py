@@ -20,7 +20,7 @@ import importlib
 import torch
 
 from neuronsim.device import dispatch
-from neuronsim.kernels import FAMILIES
+from neuronsim.kernels.manifest import FAMILIES
 from neuronsim.kernels.registry import TABLE, op_overload
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import neuronsim.kernels.arith  # noqa: F401  (its real kernels, before the manifest lists them)
+import neuronsim.kernels.elementwise  # noqa: F401  (its real kernels, before the manifest lists them)
 
 INT64 = {
     "add": (lambda a, b: torch.add(a, b, alpha=3), "aten::add.Tensor"),
