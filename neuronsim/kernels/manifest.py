@@ -278,6 +278,12 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::var.correction",
         "aten::var_mean.correction",
     ),
+    "neuronsim.kernels.rnn": (
+        "aten::_thnn_fused_gru_cell.default",
+        "aten::_thnn_fused_gru_cell_backward.default",
+        "aten::_thnn_fused_lstm_cell.default",
+        "aten::_thnn_fused_lstm_cell_backward_impl.default",
+    ),
     "neuronsim.kernels.softmax": (
         "aten::_log_softmax.default",
         "aten::_log_softmax_backward_data.default",
