@@ -1,0 +1,74 @@
+"""``python -m neuronsim.sweep``: the model sweep (see ``neuronsim/sweep/__init__.py``).
+
+    python -m neuronsim.sweep                      # every architecture, eager + compiled + generate
+    python -m neuronsim.sweep --write docs/compat.md
+    python -m neuronsim.sweep --models gpt2 bert --modes eager
+    python -m neuronsim.sweep --groups decoder moe --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import warnings
+
+
+def main(argv: list[str] | None = None) -> int:
+    from neuronsim.sweep import hf_zoo
+
+    parser = argparse.ArgumentParser(prog="python -m neuronsim.sweep", description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="*", help="architectures by name (default: all)")
+    parser.add_argument("--groups", nargs="*", help="architecture groups: " + ", ".join(
+        sorted({a.group for a in hf_zoo.ARCHS})))
+    parser.add_argument("--modes", nargs="*", default=["eager", "compiled", "generate"],
+                        choices=["eager", "compiled", "generate"])
+    parser.add_argument("--write", metavar="FILE.md", help="write the table as markdown (docs/compat.md)")
+    parser.add_argument("--json", metavar="FILE", help="write every check as JSON")
+    parser.add_argument("--list", action="store_true", help="list the architectures and exit")
+    args = parser.parse_args(argv)
+    archs = [a for a in hf_zoo.ARCHS if (not args.models or a.name in args.models)
+             and (not args.groups or a.group in args.groups)]
+    unknown = set(args.models or ()) - {a.name for a in hf_zoo.ARCHS}
+    if unknown:
+        parser.error(f"unknown architectures: {sorted(unknown)}")
+    if args.list:
+        for a in archs:
+            print(f"{a.name:16s} {a.group:10s} {a.model_class}")
+        return 0
+    return run(archs, args.modes, args.write, args.json, " ".join(["python -m neuronsim.sweep", *(argv or sys.argv[1:])]))
+
+
+def run(archs, modes, write: str | None, json_path: str | None, command: str) -> int:
+    import torch
+    import transformers
+
+    import neuronsim
+    from neuronsim.sweep import hf_check, report
+
+    neuronsim.enable()
+    transformers.logging.set_verbosity_error()
+    warnings.filterwarnings("ignore")
+    checks = []
+    for arch in archs:
+        for mode in modes:
+            if mode == "generate" and not arch.generates:
+                continue
+            c = hf_check.check(arch, mode)
+            print(report.line(c), flush=True)
+            checks.append(c)
+    for mode, (passed, n) in report.totals(checks).items():
+        print(f"{mode}: {passed}/{n} passed ({100 * passed / n:.1f}%)")
+    environment = (f"torch {torch.__version__}, transformers {transformers.__version__}, "
+                   f"Python {platform.python_version()}")
+    if write:
+        with open(write, "w") as f:
+            f.write(report.markdown(checks, command, environment))
+    if json_path:
+        with open(json_path, "w") as f:
+            f.write(report.as_json(checks))
+    return 0 if all(c.passed for c in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
