@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         for a in archs:
             print(f"{a.name:16s} {a.group:10s} {a.model_class}")
         return 0
-    return run(archs, args.modes, args.write, args.json, " ".join(["python -m neuronsim.sweep", *(argv or sys.argv[1:])]))
+    command = " ".join(["python -m neuronsim.sweep", *(argv or sys.argv[1:])])
+    return run(archs, args.modes, args.write, args.json, command)
 
 
 def run(archs, modes, write: str | None, json_path: str | None, command: str) -> int:

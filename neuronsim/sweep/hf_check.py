@@ -21,11 +21,13 @@ from neuronsim.sweep.device_time import DeviceTime
 from neuronsim.sweep.hf_zoo import Arch, build
 
 RTOL = 2e-3
-GRAD_ATOL = 1e-6
+GRAD_ATOL = 1e-6  # or 1e-4 of the tensor's largest gradient, if more (CTC losses of ~100 scale them)
 LR = 1e-3
-# After one AdamW step a parameter moved by ~LR * g / (|g| + eps): a gradient at noise level (a few
-# ulps of the loss) moves it by an arbitrary fraction of LR, so parameters compare within LR / 20.
 PARAM_ATOL = LR / 20
+# One AdamW step moves a parameter by ~LR * g / (|g| + eps), ill-conditioned where g is at noise level
+# (a key projection's bias, whose exact gradient is 0 since softmax ignores it): there the device may
+# take any step up to LR, as a second CPU run with another summation order would.
+NOISE_GRAD = 1e-6
 NEW_TOKENS = 4
 TIE = 1e-3  # scores closer than this (relative) are a tie the two devices may break differently
 
@@ -88,9 +90,14 @@ def compare_training(arch: Arch, compiled: bool) -> None:
     if dev[1].keys() != cpu[1].keys():
         raise Mismatch(f"gradients of {sorted(dev[1].keys() ^ cpu[1].keys())} on one device only")
     for name, want in cpu[1].items():
-        _close(f"grad {name}", dev[1][name], want, RTOL, GRAD_ATOL)
+        atol = max(GRAD_ATOL, 1e-4 * float(want.abs().max())) if want.numel() else GRAD_ATOL
+        _close(f"grad {name}", dev[1][name], want, RTOL, atol)
     for name, want in cpu[2].items():
-        _close(f"{name} after the step", dev[2][name], want, RTOL, PARAM_ATOL)
+        got, grad = dev[2][name], cpu[1].get(name)
+        if grad is not None:  # noise-level gradients: their elements may differ by up to one step
+            noise = grad.abs() <= NOISE_GRAD
+            got = torch.where(noise & ((got - want).abs() <= LR), want, got)
+        _close(f"{name} after the step", got, want, RTOL, PARAM_ATOL)
 
 
 def _generate(model, batch: dict, device: str):
@@ -119,7 +126,8 @@ def compare_generate(arch: Arch) -> str:
     if bool((gap < TIE).any()):
         return f"tokens part at new token {step} on a near tie of the CPU's scores"
     _close(f"scores of new token {step}", scores[step], cpu_scores[step], RTOL, 1e-5)
-    raise Mismatch(f"tokens differ from new token {step}: {ids[:, new:].tolist()} vs {cpu_ids[:, new:].tolist()}")
+    raise Mismatch(f"tokens differ from new token {step}: {ids[:, new:].tolist()} vs "
+                   f"{cpu_ids[:, new:].tolist()}")
 
 
 def check(arch: Arch, mode: str) -> Check:
@@ -138,6 +146,7 @@ def check(arch: Arch, mode: str) -> Check:
         result.status = "error"
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        result.detail = f"{type(exc).__name__}: {first[:300]} ({frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
+        where = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"
+        result.detail = f"{type(exc).__name__}: {first[:300]} ({where})"
     result.seconds = time.perf_counter() - start
     return result

@@ -88,7 +88,8 @@ ARCHS: tuple[Arch, ...] = (
     _d("gemma", "GemmaConfig", "GemmaForCausalLM", _LLAMA),
     _d("gemma2", "Gemma2Config", "Gemma2ForCausalLM", dict(_LLAMA, sliding_window=4)),
     _d("stablelm", "StableLmConfig", "StableLmForCausalLM", dict(_LLAMA, head_dim=None)),
-    _d("starcoder2", "Starcoder2Config", "Starcoder2ForCausalLM", dict(_LLAMA, head_dim=None, sliding_window=4)),
+    _d("starcoder2", "Starcoder2Config", "Starcoder2ForCausalLM",
+       dict(_LLAMA, head_dim=None, sliding_window=4)),
     _d("olmo", "OlmoConfig", "OlmoForCausalLM", dict(_LLAMA, head_dim=None)),
     _d("olmo2", "Olmo2Config", "Olmo2ForCausalLM", dict(_LLAMA, head_dim=None)),
     _d("codegen", "CodeGenConfig", "CodeGenForCausalLM",
@@ -108,8 +109,8 @@ ARCHS: tuple[Arch, ...] = (
          dict(_LLAMA, num_local_experts=4, num_experts_per_tok=2, output_router_logits=True), generates=True),
     Arch("qwen2_moe", "moe", "Qwen2MoeConfig", "Qwen2MoeForCausalLM",
          dict(_MOE, shared_expert_intermediate_size=32, output_router_logits=True), generates=True),
-    Arch("olmoe", "moe", "OlmoeConfig", "OlmoeForCausalLM", dict(_MOE, head_dim=None, output_router_logits=True),
-         generates=True),
+    Arch("olmoe", "moe", "OlmoeConfig", "OlmoeForCausalLM",
+         dict(_MOE, head_dim=None, output_router_logits=True), generates=True),
     Arch("granitemoe", "moe", "GraniteMoeConfig", "GraniteMoeForCausalLM",
          dict(_LLAMA, head_dim=None, num_local_experts=4, num_experts_per_tok=2, output_router_logits=True),
          generates=True),
@@ -120,8 +121,10 @@ ARCHS: tuple[Arch, ...] = (
     Arch("distilbert", "encoder", "DistilBertConfig", "DistilBertForMaskedLM",
          dict(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64,
               pad_token_id=PAD), "masked"),
-    Arch("electra", "encoder", "ElectraConfig", "ElectraForMaskedLM", dict(_ENCODER, embedding_size=32), "masked"),
-    Arch("albert", "encoder", "AlbertConfig", "AlbertForMaskedLM", dict(_ENCODER, embedding_size=16), "masked"),
+    Arch("electra", "encoder", "ElectraConfig", "ElectraForMaskedLM", dict(_ENCODER, embedding_size=32),
+         "masked"),
+    Arch("albert", "encoder", "AlbertConfig", "AlbertForMaskedLM", dict(_ENCODER, embedding_size=16),
+         "masked"),
     Arch("deberta_v2", "encoder", "DebertaV2Config", "DebertaV2ForMaskedLM",
          dict(_ENCODER, relative_attention=True, position_buckets=8, pos_att_type=["p2c", "c2p"]), "masked"),
     Arch("xlm_roberta", "encoder", "XLMRobertaConfig", "XLMRobertaForMaskedLM", _ENCODER, "masked"),
@@ -133,7 +136,8 @@ ARCHS: tuple[Arch, ...] = (
     # ---- encoder-decoders
     Arch("t5", "seq2seq", "T5Config", "T5ForConditionalGeneration", _T5, "seq2seq", generates=True),
     Arch("bart", "seq2seq", "BartConfig", "BartForConditionalGeneration", _BART, "seq2seq", generates=True),
-    Arch("mbart", "seq2seq", "MBartConfig", "MBartForConditionalGeneration", _BART, "seq2seq", generates=True),
+    Arch("mbart", "seq2seq", "MBartConfig", "MBartForConditionalGeneration", _BART, "seq2seq",
+         generates=True),
     Arch("pegasus", "seq2seq", "PegasusConfig", "PegasusForConditionalGeneration", _BART, "seq2seq",
          generates=True),
     Arch("marian", "seq2seq", "MarianConfig", "MarianMTModel", dict(_BART, decoder_start_token_id=PAD),
@@ -237,7 +241,8 @@ def build(arch: Arch | str):
 
     arch = BY_NAME[arch] if isinstance(arch, str) else arch
     # ``None`` in a spec: the key is left out (a llama-like spec without head_dim derives it)
-    config = getattr(transformers, arch.config_class)(**{k: v for k, v in arch.config.items() if v is not None})
+    given = {k: v for k, v in arch.config.items() if v is not None}
+    config = getattr(transformers, arch.config_class)(**given)
     torch.manual_seed(0)
     model = getattr(transformers, arch.model_class)(config)
     return model.eval(), BATCHES[arch.batch](model)

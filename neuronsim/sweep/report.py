@@ -70,7 +70,8 @@ def markdown(checks: list[Check], command: str, environment: str) -> str:
     for mode, (passed, run) in totals(checks).items():
         lines.append(f"| {mode} | {passed}/{run} ({100 * passed / run:.1f}%) |")
     for group, archs in groups.items():
-        lines += ["", f"## {group}", "", "| model | eager | compiled | generate | native | host fallbacks | notes |",
+        lines += ["", f"## {group}", "",
+                  "| model | eager | compiled | generate | native | host fallbacks | notes |",
                   "|---|---|---|---|---|---|---|"]
         for arch in archs:
             row = rows[arch]

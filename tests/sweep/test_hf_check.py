@@ -1,0 +1,72 @@
+"""The model sweep's Hugging Face check on a few architectures (the full sweep is
+``python -m neuronsim.sweep``, docs/compat.md): a tiny model's step and generate() on ``neuron``
+against the CPU, and that the check fails when the device disagrees."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                                reason="transformers is not installed (the test extra)")
+
+import torch  # noqa: E402
+
+import neuronsim  # noqa: E402
+from neuronsim.sweep import hf_check, hf_zoo, report  # noqa: E402
+
+neuronsim.enable()
+
+
+@pytest.mark.parametrize("name, mode", [("llama", "eager"), ("llama", "generate"), ("bert_classifier", "eager")])
+def test_architectures_match_the_cpu(name, mode):
+    result = hf_check.check(hf_zoo.BY_NAME[name], mode)
+    assert result.passed, result.detail
+    assert result.device.share is not None and result.device.share > 0.8
+    assert "aten::mm" in result.device.executed or "aten::addmm" in result.device.executed
+
+
+def test_a_disagreeing_device_fails_the_check(monkeypatch):
+    real = hf_check.train_step
+
+    def off_by_a_little(model, batch, device, compiled=False):
+        loss, grads, params, count = real(model, batch, device, compiled)
+        if device == "neuron":
+            name = next(iter(grads))
+            grads[name] = grads[name] * 1.01
+        return loss, grads, params, count
+
+    monkeypatch.setattr(hf_check, "train_step", off_by_a_little)
+    result = hf_check.check(hf_zoo.BY_NAME["llama"], "eager")
+    assert result.status == "fail" and result.detail.startswith("grad ")
+
+
+def test_an_error_is_a_row_not_the_end(monkeypatch):
+    def broken(arch):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(hf_check, "build", broken)
+    result = hf_check.check(hf_zoo.BY_NAME["llama"], "eager")
+    assert result.status == "error" and result.detail.startswith("RuntimeError: boom (")
+
+
+def test_the_zoo_spans_the_groups_the_issue_names():
+    groups = {a.group for a in hf_zoo.ARCHS}
+    assert groups == {"decoder", "moe", "encoder", "seq2seq", "vision", "audio", "multimodal"}
+    assert len(hf_zoo.ARCHS) >= 40 and len(hf_zoo.BY_NAME) == len(hf_zoo.ARCHS)
+    tied = hf_zoo.build("gpt2")[0]
+    assert tied.lm_head.weight is tied.transformer.wte.weight  # tied weights are in the sweep
+
+
+def test_the_report_counts_and_tabulates():
+    checks = [hf_check.Check("a", "decoder", "eager"), hf_check.Check("a", "decoder", "generate", "fail", "x|y"),
+              hf_check.Check("b", "encoder", "eager", "error", "E")]
+    checks[0].device.native_ns, checks[0].device.fallback_ns = 3.0, 1.0
+    checks[0].device.fallbacks = {"aten::cat": 2}
+    assert report.totals(checks) == {"eager": (1, 2), "generate": (0, 1)}
+    md = report.markdown(checks, "python -m neuronsim.sweep", "env")
+    assert "| eager | 1/2 (50.0%) |" in md
+    assert "| a | pass | — | FAIL | 75.0% | cat | generate: x\\|y |" in md
+    assert "## encoder" in md and "| b | ERROR |" in md
+    assert torch.neuron.is_available()
