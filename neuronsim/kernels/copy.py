@@ -7,7 +7,10 @@ permutes are the same kernel. Same dtype: bit-exact; between float dtypes the DM
 fp32 with round-to-nearest-even (ATen-CPU's rounding). int64 is its (low, high) int32 words
 (``bridge.py``): int64 -> int32 is a DMA of the low words (ATen's cast wraps the same way), and an
 integer or bool -> int64 cast widens on the engines (``elementwise.py``'s tile loop: the value and its
-sign word). Integer <-> float casts fall back.
+sign word). Integer and bool -> float or bool casts convert on VectorE (int32 -> fp32 rounds to
+nearest even, as C++'s cast does; an int64 source is converted from its low words, so a call whose
+values do not all fit in int32 runs on the host, which converts all 64 bits). Float -> integer casts
+fall back.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from neuronsim.kernels.bridge import FLOAT_DTYPES, numpy_dtype
 from neuronsim.kernels.elementwise import SMALL_INTS, elementwise, low_words
 from neuronsim.kernels.registry import IN, OUT, Call, Launch, native
 from neuronsim.kernels.tiling import elementwise_tiles
+from neuronsim.sim.ir import AluOp
 
 _WIDENED = (*SMALL_INTS, torch.int32)  # integer dtypes an int64 can be cast from exactly
 
@@ -46,6 +50,11 @@ def plan_copy(call: Call) -> Launch | None:
         return Launch(narrow, (OUT(0), IN(1)))
     if dst.dtype is torch.int64 and src.dtype in _WIDENED:
         return Launch(elementwise, (OUT(0), IN(1)), {"compute": _widen, "params": {}, "wide": (True, False)})
+    converted = dst.dtype in (*FLOAT_DTYPES, torch.bool) and src.dtype in (*_WIDENED, torch.int64)
+    if converted and dst.dtype != src.dtype:
+        wide = src.dtype is torch.int64
+        statics = {"compute": _convert, "params": {}, "wide": (False, wide)}
+        return Launch(elementwise, (OUT(0), IN(1)), statics, admit=_fits_int32 if wide else None)
     if dst.dtype != src.dtype and not (dst.dtype in FLOAT_DTYPES and src.dtype in FLOAT_DTYPES):
         return None
     return Launch(copy, (OUT(0), IN(1)))
@@ -54,6 +63,19 @@ def plan_copy(call: Call) -> Launch | None:
 def narrow(dst, src):
     """int64 -> int32: the low words."""
     copy(dst, low_words(src))
+
+
+def _convert(dst, x):
+    if dst.dtype == nl.bool_:
+        nisa.tensor_scalar(dst=dst, data=x, op0=AluOp.not_equal, operand0=0.0)
+    else:
+        nisa.tensor_copy(dst=dst, src=x)
+
+
+def _fits_int32(inputs) -> bool:
+    """Every int64 source value is its low word's (the kernel converts low words only)."""
+    src = inputs[1]
+    return bool((src.to(torch.int32).to(torch.int64) == src).all())
 
 
 def _widen(dst, x):

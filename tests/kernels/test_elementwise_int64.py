@@ -80,3 +80,27 @@ def test_int64_casts_and_cat_run_natively():
     assert torch.equal(widened.cpu(), x.to(torch.int32).to(torch.int64))
     assert torch.equal(from_bool.cpu(), (x.to(torch.int32) > 0).long())
     assert torch.equal(joined.cpu(), torch.cat([x, x[:, :1]], dim=1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.bool])
+def test_integer_to_float_and_bool_casts(dtype):
+    x = torch.tensor([[2**30 + 1, -(2**24) - 1, 5, 0], [1, 2, 3, 2**31 - 1]])
+    d = x.to("neuron")
+    for got, want in ((d.to(dtype), x.to(dtype)), (d.int().to(dtype), x.int().to(dtype)),
+                      ((d > 2).to(dtype), (x > 2).to(dtype))):
+        assert got.dtype == dtype and torch.equal(got.cpu(), want)
+    assert torch.neuron.get_fallback_ops() == []
+    big = torch.tensor([2**40 + 1, 3])  # past int32: the host converts all 64 bits
+    assert torch.equal(big.to("neuron").to(dtype).cpu(), big.to(dtype))
+    assert torch.neuron.get_fallback_ops() == ["aten::copy_"]
+
+
+def test_masked_fill_and_where_on_int64():
+    x = torch.tensor([[2**30 + 1, -(2**30) - 3, 5, 7], [1, 2, 3, 2**31 - 1]])
+    m = torch.tensor([[True, False, False, True], [False, True, False, False]])
+    d, dm = x.to("neuron"), m.to("neuron")
+    filled = d.clone().masked_fill_(dm, -7)
+    picked = torch.where(dm, d, d * 2)
+    assert torch.neuron.get_fallback_ops() == []
+    assert torch.equal(filled.cpu(), x.masked_fill(m, -7))
+    assert torch.equal(picked.cpu(), torch.where(m, x, (x.int() * 2).long()))
