@@ -158,9 +158,10 @@ def launch_on(call: Call, operands, compute, **params) -> Launch:
     """The element-wise kernel on ``operands`` (the output first), its int64 operands marked wide."""
     tensors = [(call.outputs if r.role == "out" else call.inputs)[r.index] for r in operands]
     statics = {"compute": compute, "params": params}
-    if any(t.dtype is torch.int64 for t in tensors):
-        statics["wide"] = tuple(t.dtype is torch.int64 for t in tensors)
-    return Launch(elementwise, tuple(operands), statics)
+    wide = tuple(t.dtype is torch.int64 for t in tensors)
+    if any(wide):
+        statics["wide"] = wide
+    return Launch(elementwise, tuple(operands), statics, int64_in_32_bits=any(wide))
 
 
 def op_names(bases, overloads=("default",), inplace=True) -> list[str]:

@@ -136,7 +136,8 @@ def plan_int_reduction(call: Call, dims, keepdim: bool, op: AluOp, test: bool = 
     layout = dataclasses.replace(layout, kept=kept, scheme="rows")
     return Launch(int_reduction, (OUT(0), IN(0)),
                   {"op": op, "test": test, "layout": layout, "wide_in": x.dtype is torch.int64,
-                   "wide_out": out.dtype is torch.int64}, flops=float(x.numel()))
+                   "wide_out": out.dtype is torch.int64}, flops=float(x.numel()),
+                  int64_in_32_bits=torch.int64 in (x.dtype, out.dtype))
 
 
 def _dims(arg, ndim: int) -> list[int]:
@@ -205,7 +206,8 @@ def plan_cumsum(call: Call) -> Launch | None:
     return Launch(cumsum, (OUT(0), IN(0)),
                   {"rows": x.numel() // n, "n": n, "x_steps": xs, "out_steps": os_,
                    "wide_in": x.dtype is torch.int64, "wide_out": out.dtype is torch.int64},
-                  flops=float(x.numel() * math.ceil(math.log2(max(n, 2)))))
+                  flops=float(x.numel() * math.ceil(math.log2(max(n, 2)))),
+                  int64_in_32_bits=torch.int64 in (x.dtype, out.dtype))
 
 
 # ---------------------------------------------------------------- isin
@@ -256,4 +258,5 @@ def plan_isin(call: Call) -> Launch | None:
     return Launch(isin, (OUT(0), IN(0), IN(1)),
                   {"m": test.numel(), "integer": integer, "invert": bool(call.arg(3, "invert", False)),
                    "wide_in": x.dtype is torch.int64, "wide_test": test.dtype is torch.int64},
-                  flops=float(x.numel() * test.numel() * 2))
+                  flops=float(x.numel() * test.numel() * 2),
+                  int64_in_32_bits=torch.int64 in (x.dtype, test.dtype))

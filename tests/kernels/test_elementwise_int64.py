@@ -61,6 +61,21 @@ def test_int64_results_are_sign_extended_and_views_are_read_in_place():
     assert wrapped.cpu().tolist() == [-(2**31), -(2**31) + 1]
 
 
+def test_with_the_policy_off_int64_computes_in_64_bits_on_the_host():
+    import neuronsim
+
+    big = torch.tensor([2**40 + 3, -(2**35)], device="neuron")
+    with neuronsim.options(cast_64bit=False):
+        assert (big + 1).cpu().tolist() == [2**40 + 4, -(2**35) + 1]
+        assert big.masked_fill(big < 0, 5).cpu().tolist() == [2**40 + 3, 5]
+        assert big.sum().item() == 2**40 + 3 - 2**35
+    fallen = torch.neuron.get_fallback_ops()
+    assert len(fallen) == 4 and fallen[0] == "aten::add.Tensor" and "aten::lt.Scalar" in fallen
+    torch.neuron.clear_op_tracking()
+    assert (big + 1).cpu().tolist() == [4, 1]  # the policy back on: the low words, natively
+    assert torch.neuron.get_fallback_ops() == []
+
+
 def test_out_of_int32_scalars_fall_back():
     x = torch.arange(5, device="neuron")
     y = x + 2**40  # the scalar does not fit an int32: the host decides (it wraps, as int32 ATen does)
