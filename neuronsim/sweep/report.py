@@ -1,4 +1,5 @@
-"""The sweep's results as a table: printed, and written as docs/compat.md."""
+"""The sweep's results as tables (HF architectures, example scripts): printed, and written as
+docs/compat.md."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from collections.abc import Iterable
 
 from neuronsim.sweep.hf_check import Check
+from neuronsim.sweep.scripts import ScriptRun, fallback_list, share_text
 
 MODES = ("eager", "compiled", "generate")
 _MARK = {"pass": "pass", "fail": "FAIL", "error": "ERROR"}
@@ -46,7 +48,7 @@ def _notes(row: dict[str, Check]) -> str:
     return "; ".join(f"{m}: {c.detail}" for m, c in row.items() if c.detail).replace("|", "\\|")
 
 
-def markdown(checks: list[Check], command: str, environment: str) -> str:
+def markdown(checks: list[Check], runs: list[ScriptRun], command: str, environment: str) -> str:
     rows = by_arch(checks)
     groups: dict[str, list[str]] = {}
     for arch, row in rows.items():
@@ -78,13 +80,43 @@ def markdown(checks: list[Check], command: str, environment: str) -> str:
             cells = [_cell(row.get(m)) for m in MODES]
             lines.append(f"| {arch} | {' | '.join(cells)} | {_share(row.get('eager'))} | {_fallbacks(row)} | "
                          f"{_notes(row)} |")
+    if runs:
+        lines += _scripts_markdown(runs)
     return "\n".join(lines) + "\n"
 
 
-def as_json(checks: list[Check]) -> str:
+def _scripts_markdown(runs: list[ScriptRun]) -> list[str]:
+    lines = [
+        "", "## Example training scripts", "",
+        "The scripts of `examples/`, written the way the popular public examples are, each run as a user",
+        "runs it (`NEURON_SIM=1 python examples/<script>.py`, in a fresh process) and on the CPU: every",
+        "step's loss within rtol 2e-3 (dropout off for the comparison: the device draws its own masks).",
+        "*native* is the share of the run's simulated device time spent in native kernels (the script's",
+        "own host<->device copies left out); *host fallbacks* are the ops computed on the host, with calls.",
+        "",
+        f"{sum(r.passed for r in runs)}/{len(runs)} passed.",
+        "",
+        "| script | arguments | result | native | host fallbacks | notes |",
+        "|---|---|---|---|---|---|",
+    ]
+    from neuronsim.sweep.scripts import BY_NAME
+
+    for r in runs:
+        args = " ".join(BY_NAME[r.script].args) if r.script in BY_NAME else ""
+        status = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "skip"}[r.status]
+        lines.append(f"| `{r.script}.py` | `{args}` | {status} | {share_text(r)} | {fallback_list(r)} | "
+                     f"{r.detail.replace('|', chr(92) + '|')} |")
+    return lines
+
+
+def as_json(checks: list[Check], runs: list[ScriptRun] = ()) -> str:
     return json.dumps([{"arch": c.arch, "group": c.group, "mode": c.mode, "status": c.status,
                         "detail": c.detail, "seconds": round(c.seconds, 2), "native_share": c.device.share,
-                        "fallbacks": c.device.fallbacks} for c in checks], indent=1)
+                        "fallbacks": c.device.fallbacks} for c in checks]
+                      + [{"script": r.script, "status": r.status, "detail": r.detail,
+                          "seconds": round(r.seconds, 2), "native_share": r.device.share,
+                          "fallbacks": r.device.fallbacks, "losses": {"cpu": r.cpu, "neuron": r.neuron}}
+                         for r in runs], indent=1)
 
 
 def line(c: Check) -> str:

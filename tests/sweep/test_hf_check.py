@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None
 import torch  # noqa: E402
 
 import neuronsim  # noqa: E402
-from neuronsim.sweep import hf_check, hf_zoo, report  # noqa: E402
+from neuronsim.sweep import hf_check, hf_zoo, report, scripts  # noqa: E402
 
 neuronsim.enable()
 
@@ -65,7 +65,10 @@ def test_the_report_counts_and_tabulates():
     checks[0].device.native_ns, checks[0].device.fallback_ns = 3.0, 1.0
     checks[0].device.fallbacks = {"aten::cat": 2}
     assert report.totals(checks) == {"eager": (1, 2), "generate": (0, 1)}
-    md = report.markdown(checks, "python -m neuronsim.sweep", "env")
+    run = scripts.ScriptRun("nanogpt", "fail", "loss 3 differs")
+    run.device.native_ns, run.device.fallback_ns, run.device.fallbacks = 99.0, 1.0, {"aten::cat": 4}
+    md = report.markdown(checks, [run], "python -m neuronsim.sweep", "env")
+    assert "| `nanogpt.py` | `--max-iters 6` | FAIL | 99.0% | cat x4 | loss 3 differs |" in md
     assert "| eager | 1/2 (50.0%) |" in md
     assert "| a | pass | — | FAIL | 75.0% | cat | generate: x\\|y |" in md
     assert "## encoder" in md and "| b | ERROR |" in md
