@@ -10,7 +10,8 @@ integer or bool -> int64 cast widens on the engines (``elementwise.py``'s tile l
 sign word). Integer and bool -> float or bool casts convert on VectorE (int32 -> fp32 rounds to
 nearest even, as C++'s cast does; an int64 source is converted from its low words, so a call whose
 values do not all fit in int32 runs on the host, which converts all 64 bits). Float -> integer casts
-fall back.
+truncate on VectorE (``x - fmod(x, 1)``) when every value is finite and fits the integer type (int64:
+int32), where C++'s cast is defined; other calls run on the host. Float -> bool is ``x != 0``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,11 @@ def plan_copy(call: Call) -> Launch | None:
         return Launch(narrow, (OUT(0), IN(1)))
     if dst.dtype is torch.int64 and src.dtype in _WIDENED:
         return Launch(elementwise, (OUT(0), IN(1)), {"compute": _widen, "params": {}, "wide": (True, False)})
+    if src.dtype in FLOAT_DTYPES and dst.dtype in (*_WIDENED, torch.int64) and dst.dtype is not torch.bool:
+        statics = {"compute": _truncate, "params": {}, "wide": (dst.dtype is torch.int64, False)}
+        return Launch(elementwise, (OUT(0), IN(1)), statics, admit=_truncates_into(dst.dtype))
     converted = dst.dtype in (*FLOAT_DTYPES, torch.bool) and src.dtype in (*_WIDENED, torch.int64)
+    converted |= dst.dtype is torch.bool and src.dtype in FLOAT_DTYPES
     if converted and dst.dtype != src.dtype:
         wide = src.dtype is torch.int64
         statics = {"compute": _convert, "params": {}, "wide": (False, wide)}
@@ -70,6 +75,25 @@ def _convert(dst, x):
         nisa.tensor_scalar(dst=dst, data=x, op0=AluOp.not_equal, operand0=0.0)
     else:
         nisa.tensor_copy(dst=dst, src=x)
+
+
+def _truncate(dst, x):
+    """Float -> integer, rounding toward zero as C++'s cast: ``-(fmod(x, 1) - x)``, an integer in fp32
+    that the store to the integer tile keeps exactly."""
+    t = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=t, data=x, op0=AluOp.mod, operand0=1.0, op1=AluOp.subtract, operand1=x)
+    nisa.tensor_scalar(dst=dst, data=t, op0=AluOp.multiply, operand0=-1.0)
+
+
+def _truncates_into(dtype):
+    """Every source value is finite and truncates into ``dtype`` (int64: into its low word), where
+    C++'s cast is defined; other calls run on the host."""
+    info = torch.iinfo(torch.int32 if dtype is torch.int64 else dtype)
+
+    def admit(inputs) -> bool:
+        t = inputs[1].trunc()
+        return bool(((t >= info.min) & (t <= info.max)).all())  # (NaN compares False)
+    return admit
 
 
 def _fits_int32(inputs) -> bool:

@@ -110,6 +110,22 @@ def test_integer_to_float_and_bool_casts(dtype):
     assert torch.neuron.get_fallback_ops() == ["aten::copy_"]
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8, torch.bool])
+@pytest.mark.parametrize("src", [torch.float32, torch.bfloat16])
+def test_float_to_integer_casts_truncate_natively(dtype, src):
+    x = torch.tensor([[0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.75, -2.75], [7.0, 100.9, -100.9, 3e-8, 127.0,
+                      1e4, -3e3, 250.25]]).to(src)
+    if dtype is torch.uint8:
+        x = x.abs().clamp(max=255)
+    got = x.to("neuron").to(dtype)
+    assert got.dtype == dtype and torch.equal(got.cpu(), x.to(dtype))
+    assert torch.neuron.get_fallback_ops() == []
+    if dtype is not torch.bool:  # past the type's range, or NaN: undefined in C++, the host decides
+        odd = torch.tensor([float("nan"), 2.0**40 if dtype in (torch.int64, torch.int32) else 1e6])
+        assert torch.equal(odd.to("neuron").to(dtype).cpu(), odd.to(dtype))
+        assert torch.neuron.get_fallback_ops() == ["aten::copy_"]
+
+
 def test_masked_fill_and_where_on_int64():
     x = torch.tensor([[2**30 + 1, -(2**30) - 3, 5, 7], [1, 2, 3, 2**31 - 1]])
     m = torch.tensor([[True, False, False, True], [False, True, False, False]])
