@@ -516,3 +516,13 @@ def _same_width(call: Call) -> bool:
     any width, so the result's low word is the int32 operator's)."""
     dtypes = {t.dtype for t in (*call.inputs, *call.outputs)}
     return len(dtypes) == 1 or (dtypes - {torch.bool} <= set(INT32) and call.outputs[0].dtype in INT32)
+
+
+@native("aten::isneginf.default", "aten::isposinf.default")
+def plan_isinf_signed(call: Call) -> Launch | None:
+    """``x == -inf`` / ``x == inf`` (transformers' masks test for ``-inf``); integers are never
+    infinite, so those stay the host's trivial answer."""
+    if call.inputs[0].dtype not in FLOAT_DTYPES or call.outputs[0].dtype is not torch.bool:
+        return None
+    inf = -math.inf if _base(call) == "isneginf" else math.inf
+    return _launch(call, alu, op0=A.equal, v0=inf)

@@ -96,6 +96,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::hardswish_.default",
         "aten::hardtanh.default",
         "aten::hardtanh_.default",
+        "aten::isneginf.default",
+        "aten::isposinf.default",
         "aten::le.Scalar",
         "aten::le.Tensor",
         "aten::le_.Scalar",
