@@ -44,9 +44,9 @@ SCRIPTS = (
     Script("lora_finetune", ("--steps", "6"), needs=("peft", "transformers")),
     Script("hf_trainer", ("--steps", "6"), needs=("transformers", "accelerate")),
     # helper "vision"'s examples, when they are in the checkout
-    Script("cnn_classifier", ("--steps", "4", "--dropout", "0")),
-    Script("vae", ("--steps", "4")),
-    Script("dcgan", ("--steps", "3")),
+    Script("cnn_classifier", ("--steps", "4", "--batch", "16", "--dropout", "0")),
+    Script("vae", ("--steps", "4", "--batch", "32", "--cpu-rng")),  # (the noise drawn on the CPU)
+    Script("dcgan", ("--steps", "3", "--batch", "16", "--ngf", "16", "--ndf", "16", "--cpu-rng")),
 )
 BY_NAME = {s.name: s for s in SCRIPTS}
 
