@@ -28,7 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", metavar="FILE.md", help="write the tables as markdown (docs/compat.md)")
     parser.add_argument("--json", metavar="FILE", help="write every check as JSON")
     parser.add_argument("--list", action="store_true", help="list the architectures and scripts and exit")
+    parser.add_argument("--tabulate", nargs="+", metavar="FILE.json", help="run nothing: tabulate the checks "
+                        "of earlier --json files (a sweep split over several processes) into --write")
     args = parser.parse_args(argv)
+    if args.tabulate:
+        return tabulate(args.tabulate, args.write)
     archs = [a for a in hf_zoo.ARCHS if (args.models is None or a.name in args.models)
              and (not args.groups or a.group in args.groups)]
     unknown = set(args.models or ()) - {a.name for a in hf_zoo.ARCHS}
@@ -84,6 +88,29 @@ def run(archs, modes, chosen_scripts, write: str | None, json_path: str | None, 
         with open(json_path, "w") as f:
             f.write(report.as_json(checks, runs))
     return 0 if all(c.passed for c in checks) and all(r.passed or r.status == "skip" for r in runs) else 1
+
+
+def tabulate(paths: list[str], write: str | None) -> int:
+    import torch
+    import transformers
+
+    from neuronsim.sweep import report
+
+    checks, runs = [], []
+    for path in paths:
+        with open(path) as f:
+            more_checks, more_runs = report.from_json(f.read())
+        checks += more_checks
+        runs += more_runs
+    environment = (f"torch {torch.__version__}, transformers {transformers.__version__}, "
+                   f"Python {platform.python_version()}")
+    text = report.markdown(checks, runs, "python -m neuronsim.sweep --write docs/compat.md", environment)
+    if write:
+        with open(write, "w") as f:
+            f.write(text)
+    else:
+        print(text)
+    return 0
 
 
 if __name__ == "__main__":

@@ -125,3 +125,24 @@ def line(c: Check) -> str:
     detail = f"  {c.detail}" if c.detail else ""
     return (f"{c.arch:16s} {c.mode:9s} {_MARK[c.status]:5s} {c.seconds:6.1f}s native {_share(c):>6s}  "
             f"fallbacks: {fallbacks}{detail}")
+
+
+def from_json(text: str) -> tuple[list[Check], list[ScriptRun]]:
+    """Checks and script runs back from :func:`as_json` (to tabulate runs made in several processes)."""
+    checks, runs = [], []
+    for d in json.loads(text):
+        if "script" in d:
+            r = ScriptRun(d["script"], d["status"], d["detail"], d["seconds"], d["losses"]["cpu"],
+                          d["losses"]["neuron"])
+            target = r.device
+            runs.append(r)
+        else:
+            c = Check(d["arch"], d["group"], d["mode"], d["status"], d["detail"], d["seconds"])
+            target = c.device
+            checks.append(c)
+        share = d["native_share"]
+        if share is not None:  # the share is what the tables show
+            target.native_ns, target.fallback_ns = share, 1.0 - share
+        target.fallbacks = dict(d["fallbacks"])
+    return checks, runs
+

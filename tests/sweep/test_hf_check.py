@@ -73,3 +73,12 @@ def test_the_report_counts_and_tabulates():
     assert "| a | pass | — | FAIL | 75.0% | cat | generate: x\\|y |" in md
     assert "## encoder" in md and "| b | ERROR |" in md
     assert torch.neuron.is_available()
+
+
+def test_json_round_trips_into_the_same_table(tmp_path):
+    c = hf_check.Check("a", "decoder", "eager", "fail", "x")
+    c.device.native_ns, c.device.fallback_ns, c.device.fallbacks = 3.0, 1.0, {"aten::cat": 2}
+    r = scripts.ScriptRun("nanogpt", cpu=[1.0], neuron=[1.0])
+    r.device.native_ns, r.device.fallback_ns = 1.0, 0.0
+    checks, runs = report.from_json(report.as_json([c], [r]))
+    assert report.markdown(checks, runs, "cmd", "env") == report.markdown([c], [r], "cmd", "env")
