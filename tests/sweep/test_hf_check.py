@@ -19,9 +19,8 @@ from neuronsim.sweep import hf_check, hf_zoo, report, scripts  # noqa: E402
 neuronsim.enable()
 
 
-@pytest.mark.parametrize("name, mode", [("llama", "eager"), ("llama", "generate"), ("bert_classifier", "eager")])
-def test_architectures_match_the_cpu(name, mode):
-    result = hf_check.check(hf_zoo.BY_NAME[name], mode)
+def test_a_check_reports_native_share_and_what_ran():  # (the models themselves: tests/ecosystem)
+    result = hf_check.check(hf_zoo.BY_NAME["bert_classifier"], "eager")
     assert result.passed, result.detail
     assert result.device.share is not None and result.device.share > 0.8
     assert "aten::mm" in result.device.executed or "aten::addmm" in result.device.executed
