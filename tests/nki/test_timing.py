@@ -39,3 +39,19 @@ def test_timing_profile_equals_a_simulated_run(chip):
 def test_timing_raises_the_same_capacity_error():
     with pytest.raises(SbufCapacityError, match="60000"):
         profile_timing(_too_big, chip="trn2")(np.empty((128, 60000), np.float32))
+
+
+@nki.jit
+def _hwdge_load(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge, engine=nisa.engine.scalar)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_hardware_dge_dma_triggers_from_the_engine_it_names():
+    """S18: a hardware-DGE dma_copy costs ~600 ns on the engine that triggers it (here ScalarE)."""
+    profile = profile_timing(_hwdge_load, chip="trn2")(np.empty((128, 128), np.float32))
+    triggers = [e for e in profile.timeline if e.opcode == "DMA_TRIGGER"]
+    assert [(e.engine, round(e.duration * 1e9)) for e in triggers] == [("scalar", 600)]
