@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 import neuronsim
-from neuronsim.kernels import registry
+from neuronsim.device.native.entry import Entry
 from neuronsim.options import options
 from neuronsim.sim import execute_numba
 from neuronsim.sim.dtypes import DType
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     batches = [(x.to("neuron"), y.to("neuron")) for x, y in batches]
 
     current = [""]
-    entry_run = registry.Entry.run
+    entry_run = Entry.run
 
     def run(self, a, k, opts=None):
         current[0] = self.name
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         kernel_ns[current[0]] += time.perf_counter_ns() - start
         kernel_calls[current[0]] += 1
 
-    registry.Entry.run, execute_numba.execute = run, timed
+    Entry.run, execute_numba.execute = run, timed
     try:
         with options(numerics="exact"):
             for step in range(3):  # warm-up: traces, schedules and compiles every signature
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
             loss.item()
             step_ms = (time.perf_counter() - start) / args.steps * 1e3
     finally:
-        registry.Entry.run, execute_numba.execute = entry_run, execute
+        Entry.run, execute_numba.execute = entry_run, execute
     n = args.steps
     total = sum(kernel_ns.values()) / n / 1e6
     print(f"train_gpt step ({' '.join(GPT_ARGS)}): {step_ms:.1f} ms, executor {total:.1f} ms "

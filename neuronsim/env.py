@@ -9,3 +9,19 @@ NEURON_SIM_SEED = "NEURON_SIM_SEED"  # integer seed for simulated randomness
 NEURON_SIM_HBM_BYTES = "NEURON_SIM_HBM_BYTES"  # simulated HBM bytes per logical core (default: the chip's)
 NEURON_SIM_CAST_64BIT = "NEURON_SIM_CAST_64BIT"  # "0": compute float64/int64 ops in 64 bits (default "1")
 NEURON_SIM_COLLECTIVE_TIMEOUT = "NEURON_SIM_COLLECTIVE_TIMEOUT"  # seconds a collective waits for its peers (default 60)
+NEURON_SIM_CACHE_DIR = "NEURON_SIM_CACHE_DIR"  # root of Numba's disk cache (default ~/.cache/neuronsim/numba)
+# tests: "1" makes the browser tests fail, not skip, when no Chromium is installed (.ci/run sets it)
+NEURON_SIM_REQUIRE_BROWSER = "NEURON_SIM_REQUIRE_BROWSER"
+
+# The pytest plugin (neuronsim/pytest_plugin.py): its command-line options, marker and baseline file.
+PYTEST_SIM_OPTION = "--neuron-sim"  # enable the emulated device for the session (or NEURON_SIM=1)
+PYTEST_CHIP_OPTION = "--neuron-chip"  # trn2 | trn3 | path to a chip .toml (or NEURON_SIM_CHIP)
+PYTEST_UPDATE_BASELINES_OPTION = "--neuron-update-baselines"  # rewrite the performance baselines
+PYTEST_PROFILE_DIR_OPTION = "--neuron-profile-dir"  # write each neuron_profile'd test's profile here
+PYTEST_MARKER = "neuron_sim"  # @pytest.mark.neuron_sim: run the test only under the simulator
+PYTEST_BASELINE_FILE = "neuron_baselines.toml"  # performance baselines, one file per test directory
+
+# TorchNeuron's own names, read by torch.compile(backend="neuron") as TorchNeuron does ("1" / "true": on)
+# CPU tensors among a compiled graph's inputs are an error instead of copied to the device
+TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY = "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY"
+TORCH_NEURONX_RETAIN_DEVICE_MODE = "TORCH_NEURONX_RETAIN_DEVICE_MODE"  # results go back to the inputs' device

@@ -1,4 +1,4 @@
-"""Making ``import nki`` resolve to ``neuronsim.nki`` when no real NKI is installed.
+"""Making ``import nki`` (and ``import torch_neuronx``) resolve to neuronsim when no real one is installed.
 
 :func:`install_alias` puts a finder on ``sys.meta_path`` that answers ``nki``, ``nki.language``
 and ``nki.isa`` with the neuronsim modules. It is lazy: the frontend (and with it the simulator
@@ -20,12 +20,21 @@ from neuronsim import env
 _SUBMODULES = ("language", "isa")
 
 
+def _real_package(name: str) -> bool:
+    """True when a package ``name`` other than neuronsim's is imported or importable. A folder of
+    that name without ``__init__.py`` (a namespace package: ``examples/nki`` on ``sys.path``) is
+    not a real install."""
+    mod = sys.modules.get(name)
+    if mod is not None:
+        ours = getattr(mod, "__name__", "").startswith("neuronsim")
+        return not ours and getattr(mod, "__file__", None) is not None
+    spec = importlib.machinery.PathFinder.find_spec(name)
+    return spec is not None and spec.origin is not None
+
+
 def real_nki_installed() -> bool:
     """True when an ``nki`` package other than this alias is importable."""
-    mod = sys.modules.get("nki")
-    if mod is not None:
-        return not getattr(mod, "__name__", "").startswith("neuronsim")
-    return importlib.machinery.PathFinder.find_spec("nki") is not None
+    return _real_package("nki")
 
 
 class _AliasFinder:
@@ -36,7 +45,7 @@ class _AliasFinder:
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in self._TARGETS:
             return None
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=fullname == "nki")
+        return importlib.machinery.ModuleSpec(fullname, self, is_package="." not in fullname)
 
     def create_module(self, spec):
         return importlib.import_module(self._TARGETS[spec.name])
@@ -46,7 +55,7 @@ class _AliasFinder:
 
 
 def alias_installed() -> bool:
-    return any(isinstance(f, _AliasFinder) for f in sys.meta_path)
+    return any(type(f) is _AliasFinder for f in sys.meta_path)
 
 
 def install_alias(force: bool = False) -> bool:
@@ -62,4 +71,29 @@ def install_alias(force: bool = False) -> bool:
         return False
     if not alias_installed():
         sys.meta_path.insert(0, _AliasFinder())
+    return True
+
+
+class _TorchNeuronxFinder(_AliasFinder):
+    """Serves ``torch_neuronx`` (and ``torch_neuronx.profiling``) from ``neuronsim.torch_neuronx``."""
+
+    _TARGETS = {"torch_neuronx": "neuronsim.torch_neuronx",
+                "torch_neuronx.profiling": "neuronsim.torch_neuronx.profiling"}
+
+
+def real_torch_neuronx_installed() -> bool:
+    """True when a ``torch_neuronx`` package other than neuronsim's is importable."""
+    return _real_package("torch_neuronx")
+
+
+def install_torch_neuronx_alias(force: bool = False) -> bool:
+    """Alias ``torch_neuronx`` to ``neuronsim.torch_neuronx`` under the same rule as ``nki``:
+    ``NEURON_SIM=1`` (or ``force``) and no real ``torch_neuronx`` installed. Returns True when the
+    alias is (now) in place. Lazy like the ``nki`` alias: nothing is imported until the import."""
+    if not force and os.environ.get(env.NEURON_SIM, "").strip() != "1":
+        return False
+    if real_torch_neuronx_installed():
+        return False
+    if not any(isinstance(f, _TorchNeuronxFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TorchNeuronxFinder())
     return True

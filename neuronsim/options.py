@@ -128,6 +128,14 @@ def current() -> SimOptions:
     return opts
 
 
+def reload_environment() -> SimOptions:
+    """Read the environment again: for tools that set ``NEURON_SIM_*`` variables in-process (the
+    pytest plugin) after something may already have read them."""
+    global _environment_default
+    _environment_default = from_environment()
+    return _environment_default
+
+
 @contextlib.contextmanager
 def options(**changes) -> Iterator[SimOptions]:
     """Scope option changes: ``with options(numerics="fast"): ...`` (backward passes started

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from neuronsim.cli import info, profile, run, view
+from neuronsim.cli import compare, info, profile, run, view, warmup
 from neuronsim.cli.app import Abort, app
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -24,11 +24,13 @@ def neuronsim() -> None:
       neuronsim run train.py            run a script on the emulated device (NEURON_SIM=1)
       neuronsim profile train.py        ... and write a trace, a summary and an op table
       neuronsim view profile/           show a profile again (--html for a report file)
+      neuronsim compare trn2/ trn3/     two profiles side by side, with their deltas
       neuronsim info --chip trn3        the chip's numbers, each with its source
+      neuronsim warmup                  compile the simulator into its disk cache ahead of time
     """
 
 
-for command in (run.run, profile.profile, view.view, info.info):
+for command in (run.run, profile.profile, view.view, compare.compare, info.info, warmup.warmup):
     neuronsim.add_command(command)
 
 

@@ -42,3 +42,18 @@ def script_arguments(f):
 
 # Options after the script name belong to the script.
 SCRIPT_CONTEXT = {"ignore_unknown_options": True, "allow_interspersed_args": False}
+
+
+def chips_option(f):
+    """``--chip`` of ``profile``: one chip, or several comma-separated to profile and compare each."""
+    return click.option(
+        "--chip",
+        envvar=env.NEURON_SIM_CHIP,
+        show_envvar=True,
+        default="trn2",
+        show_default=True,
+        metavar="CHIP[,CHIP...]",
+        help=f"Chip to simulate: trn2, trn3 or a chip file (.toml); several, comma-separated, run the "
+        f"script once per chip and compare the profiles. Read from {env.NEURON_SIM_CHIP}; the script sees "
+        f"its chip in {env.NEURON_SIM_CHIP}.",
+    )(f)

@@ -7,15 +7,20 @@ import gc
 import click
 
 from neuronsim import env
-from neuronsim.cli.options import SCRIPT_CONTEXT, chip_option, numerics_option, script_arguments
+from neuronsim.cli.options import SCRIPT_CONTEXT, chips_option, numerics_option, script_arguments
 
 HELP = f"""Run SCRIPT on the emulated device (as `neuronsim run`, {env.NEURON_SIM}=1) and profile it.
 
 Writes DIR/trace.json (Chrome/Perfetto trace: a host track, device ops on the device track and,
 with --detail instruction, one track per engine and DMA queue), DIR/summary.json (Neuron
 Explorer's field names and units), DIR/ops.csv (the op table), and prints a summary with
-recommendations. nki.simulate launches in the script are profiled too. Arguments after SCRIPT go
-to the script; the exit code is the script's.
+recommendations. nki.simulate launches in the script are profiled too: a file of NKI kernels is
+run as `python FILE` runs it (its __main__ calls the kernels, as AWS's samples do). Arguments after
+SCRIPT go to the script; the exit code is the script's.
+
+With --chip trn2,trn3 (several chips, comma-separated) the script runs once per chip, each
+profile in DIR/<chip>/, and the profiles are compared as `neuronsim compare` does
+(DIR/compare.json; with --html, DIR/report.html shows both).
 """
 
 
@@ -29,7 +34,7 @@ to the script; the exit code is the script's.
     type=click.Path(file_okay=False),
     help="Directory to write the profile to.",
 )
-@chip_option
+@chips_option
 @numerics_option
 @click.option(
     "--detail",
@@ -59,8 +64,12 @@ to the script; the exit code is the script's.
     "ones too (costs time per op: tens of percent on scripts of many small ops; not with a "
     "script that runs its own torch.profiler).",
 )
-@click.option("--html", is_flag=True, help="Also write DIR/report.html.")
+@click.option("--html", is_flag=True,
+              help="Also write DIR/report.html: one self-contained file with a zoomable timeline, charts and "
+              "the op table (open it in a browser).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the summary table.")
+@click.option("--summary/--no-summary", "show_summary", default=True, hidden=True,
+              help="Print the summary (the --chip A,B form runs each chip without).")
 @script_arguments
 def profile(
     out_dir: str,
@@ -72,9 +81,16 @@ def profile(
     torch_profiler: bool,
     html: bool,
     as_json: bool,
+    show_summary: bool,
     script: str,
     args: tuple[str, ...],
 ) -> int:
+    if "," in chip:
+        from neuronsim.cli.profile_chips import profile_chips
+
+        options = {"numerics": numerics, "detail": detail, "max_events": max_events, "host_ops": host_ops,
+                   "torch_profiler": torch_profiler, "html": html}
+        return profile_chips(chip, out_dir, options, as_json, script, args)
     from neuronsim.cli.script import enable_device_environment
 
     enable_device_environment(chip, numerics)
@@ -100,7 +116,7 @@ def profile(
         gc.enable()
     if as_json:
         app.print_json(doc)
-    else:
+    elif show_summary:
         from neuronsim.cli.render import render_summary
 
         render_summary(doc, app.console, files)
@@ -128,10 +144,12 @@ def _write(recording, session, host_text, host_ops: bool, spec, max_events: int,
         files = {"trace": str(out / report.TRACE_FILE), "summary": str(out / report.SUMMARY_FILE),
                  "ops": str(out / report.OPS_FILE)}
         if html:
+            import json
+
             from neuronsim.profiler.html import render_html
 
-            # the report draws the device tracks; host ops stay in trace.json
-            (out / report.REPORT_FILE).write_text(render_html(doc, device_trace))
+            full = json.loads(trace) if isinstance(trace, str) else trace
+            (out / report.REPORT_FILE).write_text(render_html(doc, full, source=out_dir))
             files["report"] = str(out / report.REPORT_FILE)
     return files, doc
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from neuronsim.profiler.html import fmt_bytes, fmt_time
+from neuronsim.profiler.units import fmt_bytes, fmt_time
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 TOP_OPS = 10
@@ -112,5 +112,55 @@ def render_summary(doc: Mapping, console, files: Mapping[str, str] | None = None
         )
     for note in doc.get("notes", []):
         console.print(f"[dim]note: {escape(note)}[/dim]")
+    for what, path in (files or {}).items():
+        console.print(f"{what}: {escape(path)}")
+
+
+def _value(kind: str, v: float) -> str:
+    if kind == "time":
+        return fmt_time(v)
+    if kind == "bytes":
+        return fmt_bytes(v)
+    if kind == "percent":
+        return f"{v:.2f}%"
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:.4g}"
+
+
+def _ratio(r: Mapping) -> str:
+    return f"{r['ratio']:.3f}" if r.get("ratio") is not None else "—"
+
+
+def render_comparison(cmp: Mapping, console, top: int = 15, files: Mapping[str, str] | None = None) -> None:
+    """``neuronsim compare``: summary, engines and the ops that changed most, B against A."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from neuronsim.profiler.units import fmt_delta_percent
+
+    a, b = escape(str(cmp["a"]["name"])), escape(str(cmp["b"]["name"]))
+    summary = Table(title=f"neuronsim compare — {a} vs {b}", title_justify="left", show_edge=False)
+    for col in ("field", a, b, "change", f"{b}/{a}"):
+        summary.add_column(col, justify="left" if col == "field" else "right")
+    for r in cmp["summary"]:
+        summary.add_row(r["field"], _value(r["kind"], r["a"]), _value(r["kind"], r["b"]),
+                        fmt_delta_percent(r["a"], r["b"]), _ratio(r))
+    console.print(summary)
+    engines = Table(title="Engine active time", title_justify="left", show_edge=False)
+    for col in ("engine", a, b, "change", f"{a} %", f"{b} %"):
+        engines.add_column(col, justify="left" if col == "engine" else "right")
+    for r in cmp["engines"]:
+        engines.add_row(r["engine"], fmt_time(r["a"]), fmt_time(r["b"]), fmt_delta_percent(r["a"], r["b"]),
+                        f"{r['a_percent']:.1f}", f"{r['b_percent']:.1f}")
+    console.print(engines)
+    ops = list(cmp["ops"])
+    if ops:
+        title = f"Ops, largest change first ({min(top, len(ops))} of {len(ops)})"
+        table = Table(title=title, title_justify="left", show_edge=False)
+        for col in ("op", "kind", f"{a} calls", f"{b} calls", a, b, "change", f"{b}/{a}"):
+            table.add_column(col, justify="left" if col in ("op", "kind") else "right", overflow="fold")
+        for r in ops[:top]:
+            table.add_row(escape(str(r["name"])), str(r["kind"]), str(r["a_count"]), str(r["b_count"]),
+                          fmt_time(r["a"]), fmt_time(r["b"]), fmt_delta_percent(r["a"], r["b"]), _ratio(r))
+        console.print(table)
     for what, path in (files or {}).items():
         console.print(f"{what}: {escape(path)}")

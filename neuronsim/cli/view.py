@@ -41,7 +41,7 @@ def view(profile_dir: str, html_path: str | None, as_json: bool) -> int:
         except (OSError, json.JSONDecodeError) as exc:
             raise Abort(f"cannot read {root / report.TRACE_FILE} ({exc})") from None
         target = Path(html_path) if html_path else root / report.REPORT_FILE
-        target.write_text(render_html(doc, trace))
+        target.write_text(render_html(doc, trace, source=str(root)))
         files["report"] = str(target)
     if as_json:
         app.print_json(doc)

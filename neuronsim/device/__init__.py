@@ -15,16 +15,13 @@ from neuronsim import env
 
 def enable() -> None:
     """Register the ``neuron`` device in this process (idempotent)."""
+    # torch first: with NEURON_SIM=1 its import runs _autoload, which imports registration itself
+    # (importing registration first would re-enter it half-initialized from torch's import)
+    import torch  # noqa: F401
+
     from neuronsim.device import registration
 
     registration.register()
-
-
-def is_enabled() -> bool:
-    import sys
-
-    registration = sys.modules.get("neuronsim.device.registration")
-    return registration is not None and registration.is_registered()
 
 
 def _autoload() -> None:
@@ -43,6 +40,7 @@ def _autoload() -> None:
         )
         return
     registration.register()
-    from neuronsim.nki_alias import install_alias
+    from neuronsim.nki_alias import install_alias, install_torch_neuronx_alias
 
     install_alias()  # kernel files' `import nki` (lazy: costs nothing until it runs)
+    install_torch_neuronx_alias()  # TorchNeuron scripts' and the ecosystem's `import torch_neuronx`

@@ -32,6 +32,8 @@ import warnings
 import torch
 from torch._dynamo.utils import counters
 
+from neuronsim import env
+
 _MAX_REGION_STEPS = 24  # SBUF holds every live fp32 intermediate of a tile; longer chains split
 
 _metrics: list[dict] = []
@@ -84,7 +86,7 @@ def _env_flag(name: str) -> bool:
 def _cpu_inputs(example_inputs) -> frozenset[int]:
     on_cpu = frozenset(i for i, x in enumerate(example_inputs)
                        if isinstance(x, torch.Tensor) and x.device.type == "cpu")
-    if on_cpu and _env_flag("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY"):
+    if on_cpu and _env_flag(env.TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY):
         i = min(on_cpu)
         raise RuntimeError(
             f"Input tensor at index {i} is on cpu device, but the neuron backend expects every input "
@@ -107,7 +109,7 @@ def _to_device(example):
 def _copying_cpu_inputs(compiled, on_cpu: frozenset[int]):
     """Wrap a compiled graph so its CPU inputs are copied to the device at each call (as a
     differentiable copy, so gradients reach CPU leaves)."""
-    retain = _env_flag("TORCH_NEURONX_RETAIN_DEVICE_MODE")
+    retain = _env_flag(env.TORCH_NEURONX_RETAIN_DEVICE_MODE)
 
     def run(*args):
         args = [a.to("neuron") if i in on_cpu else a for i, a in enumerate(args)]
@@ -299,6 +301,7 @@ def _constant(a):
 
 def _replace(gm: torch.fx.GraphModule, members: list[torch.fx.Node],
              anchor: torch.fx.Node | None = None) -> None:
+    from neuronsim.device import native
     from neuronsim.kernels.fused import Region, Step, region_op
 
     index = {node: j for j, node in enumerate(members)}
@@ -317,6 +320,7 @@ def _replace(gm: torch.fx.GraphModule, members: list[torch.fx.Node],
                   for n in members)
     outputs = tuple(j for j, n in enumerate(members) if any(u not in index for u in n.users))
     op = region_op(Region(len(inputs), steps, outputs, None if anchor is None else index[anchor]))
+    native.register(op)
     last = members[-1]
     with gm.graph.inserting_after(last):
         call = gm.graph.call_function(op, tuple(inputs))

@@ -4,6 +4,8 @@
   kernel on the neuron tensor: they only touch TensorImpl metadata or read host bytes, so the
   result stays a neuron tensor over the same storage. No device work, nothing charged.
 * Allocation and host<->device copies have named kernels (memory and the host link).
+* ``rms_norm`` and ``scaled_dot_product_attention`` run ``kernels/composites.py``, which routes the
+  calls the fused kernels cover to the fused ops.
 * Every other op goes to the chokepoint, :func:`~neuronsim.device.dispatch.execute`: as the
   PrivateUse1 backend fallback, and registered directly for structured and ``_foreach_`` ops so
   they reach it in one call instead of decomposing into ``empty`` + ``op.out`` per tensor.
@@ -20,6 +22,7 @@ from torch._C import DispatchKey, DispatchKeySet
 from neuronsim.device import autocast, clock, memory, state, unsupported
 from neuronsim.device.dispatch import at_torch_boundary, execute
 from neuronsim.device.memory import host_view
+from neuronsim.kernels import composites
 
 aten = torch.ops.aten
 CPU_KEYS = DispatchKeySet(DispatchKey.CPU)
@@ -200,77 +203,9 @@ def _convolution_backward_overrideable(
     )
 
 
-_SDP_OVERRIDEABLE = int(torch.nn.attention.SDPBackend.OVERRIDEABLE)
-
-
-def _is_plain(*tensors) -> bool:
-    """Real device tensors, outside any dispatch mode (fake, functional, proxy: those keep the
-    composite, as they did before)."""
-    return (torch.utils._python_dispatch._get_current_dispatch_mode() is None
-            and all(t is None or type(t) in (torch.Tensor, torch.nn.Parameter) for t in tensors))
-
-
-def _scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
-                                  scale=None, enable_gqa=False):
-    """``scaled_dot_product_attention`` as ATen's composite, except for how the backend is chosen.
-
-    The composite asks a C++ dispatch stub, which a Python backend cannot register, so on this device
-    it always took the math path. Here the ``_fused_sdp_choice`` op is asked instead (its native
-    kernel answers OVERRIDEABLE for the calls the fused attention kernel covers): those run the
-    ``_scaled_dot_product_fused_attention_overrideable`` op, whose autograd formula is the fused
-    backward; every other call runs the composite as before."""
-    if _is_plain(query, key, value, attn_mask) and aten._fused_sdp_choice(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
-    ) == _SDP_OVERRIDEABLE:
-        if attn_mask is not None and attn_mask.dtype == torch.bool:  # as the composite: an additive mask
-            mask = attn_mask
-            attn_mask = torch.full_like(attn_mask, float("-inf"), dtype=query.dtype)
-            attn_mask.masked_fill_(mask, 0.0)
-        return aten._scaled_dot_product_fused_attention_overrideable(
-            query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale)[0]
-    return aten.scaled_dot_product_attention.default.decompose(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
-
-
-class _FusedRmsNorm(torch.autograd.Function):
-    """``rms_norm`` as the native ``_fused_rms_norm`` forward and ``_fused_rms_norm_backward``."""
-
-    @staticmethod
-    def forward(ctx, input, normalized_shape, weight, eps):
-        y, rstd = execute(aten._fused_rms_norm.default, input, normalized_shape, weight, eps)
-        ctx.normalized_shape, ctx.eps = normalized_shape, eps
-        ctx.save_for_backward(input, rstd, weight)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        input, rstd, weight = ctx.saved_tensors
-        mask = [ctx.needs_input_grad[0], weight is not None and ctx.needs_input_grad[2]]
-        if torch.is_grad_enabled():  # create_graph=True: differentiate the composite, twice if asked
-            wrt = [t for t, m in zip((input, weight), mask, strict=True) if m]
-            with torch.enable_grad():
-                y = aten.rms_norm.default.decompose(input, ctx.normalized_shape, weight, ctx.eps)
-            grads = iter(torch.autograd.grad(y, wrt, grad, create_graph=True))
-            return next(grads) if mask[0] else None, None, next(grads) if mask[1] else None, None
-        # The kernel reads grad_out row by row; a broadcast one (``y.sum().backward()``) is copied.
-        dx, dw = execute(aten._fused_rms_norm_backward.default, grad.contiguous(), input,
-                         ctx.normalized_shape, rstd, weight, mask)
-        return dx, None, dw, None
-
-
-def _rms_norm(input, normalized_shape, weight=None, eps=None):
-    """``rms_norm`` (CompositeImplicitAutograd: it decomposed into pow / mean / add / rsqrt / mul on
-    this device) as one fused kernel each way, for the calls both fused kernels cover (the backward
-    has no CPU kernel to fall back to); every other call decomposes as before."""
-    if _is_plain(input, weight):
-        from neuronsim.kernels.norm import rms_norm_uncovered  # loads the simulator: only when needed
-
-        shape = [int(s) for s in normalized_shape]
-        if rms_norm_uncovered(input, shape, weight, eps) is None:
-            return _FusedRmsNorm.apply(input, shape, weight, eps)
-    return aten.rms_norm.default.decompose(input, normalized_shape, weight, eps)
-
-
+# rms_norm's fused ops run through the chokepoint: through the dispatcher, ``_fused_rms_norm``
+# (CompositeImplicitAutograd) would decompose again.
+_rms_norm = functools.partial(composites.rms_norm, execute)
 _COMPOSITE_EXPLICIT = DispatchKeySet(DispatchKey.CompositeExplicitAutograd)
 
 
@@ -310,7 +245,7 @@ _NAMED = {
         execute, aten._scaled_dot_product_fused_attention_overrideable.default),
     "_scaled_dot_product_fused_attention_overrideable_backward": functools.partial(
         execute, aten._scaled_dot_product_fused_attention_overrideable_backward.default),
-    "scaled_dot_product_attention": _scaled_dot_product_attention,
+    "scaled_dot_product_attention": composites.scaled_dot_product_attention,
     "rms_norm": _rms_norm,  # under inference_mode (no autograd key) too
     "record_stream": lambda self, stream: None,  # one in-order timeline: nothing to track
 }
@@ -322,7 +257,7 @@ def _direct_ops(skip: set[str]):
     kernel and a CompositeExplicitAutograd one (``abs``, ``mul.Scalar``, ``logical_and``): those
     decompose on other devices (into ``.out`` calls the kernels do not take), so registering them
     keeps the CPU's single kernel and its numerics, or the native kernel."""
-    from neuronsim.kernels import FAMILIES
+    from neuronsim.kernels.manifest import FAMILIES
 
     native = {n.removesuffix(".default") for names in FAMILIES.values() for n in names} - {"aten::copy_"}
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
@@ -363,7 +298,7 @@ def install() -> int:
     fallbacks.fallback(unsupported.nested_kernel, "NestedTensorPrivateUse1")
     lib.impl("_make_dual", unsupported.forward_ad_kernel, "AutogradPrivateUse1")
     # Above autograd too: the composite would otherwise decompose before the PrivateUse1 kernel.
-    lib.impl("scaled_dot_product_attention", _scaled_dot_product_attention, "AutogradPrivateUse1")
+    lib.impl("scaled_dot_product_attention", composites.scaled_dot_product_attention, "AutogradPrivateUse1")
     lib.impl("rms_norm", _rms_norm, "AutogradPrivateUse1")
     unsupported.guard_nested_tensors()
     with warnings.catch_warnings():

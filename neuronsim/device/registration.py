@@ -11,17 +11,19 @@ import threading
 
 import torch
 
-from neuronsim import kernels
 from neuronsim.device import (
     accelerator,
     autograd_hooks,
     distributed,
     module,
+    native,
+    nki_launch,
     op_table,
     settings,
     state,
     storage,
 )
+from neuronsim.nki.kernel import register_launcher
 
 _lock = threading.Lock()
 _registered = False
@@ -106,8 +108,9 @@ def register() -> None:
             accelerator.install()
             storage.install()
             autograd_hooks.install()
-            kernels.install()  # native ops; their NKI kernels load at each family's first call
+            native.install()  # native ops; their NKI kernels load at each family's first call
             distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
+            register_launcher(nki_launch.launch)  # @nki.jit kernels called on neuron tensors
             _prefer_device_in_fake_propagation()
             _install_profiler_lane()
         _registered = True

@@ -45,7 +45,7 @@ import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels.matmul import load_kxm
 from neuronsim.kernels.norm import _position
-from neuronsim.kernels.registry import IN, OUT, Call, Launch, NativeOp, native
+from neuronsim.kernels.registry import IN, OUT, Call, Launch, native
 from neuronsim.sim.ir import ActFunc, AluOp
 
 A = AluOp
@@ -356,17 +356,10 @@ def _scale(scale, q) -> float:
 # ---------------------------------------------------------------- planners
 
 
-class BackendChoice(NativeOp):
-    """``_fused_sdp_choice`` on neuron tensors: the planner's SDPBackend number, decided on the host
-    from the call's shapes and flags (no Program, nothing charged)."""
-
-    def __call__(self, op, args, kwargs):
-        inputs = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-        return self.planner(Call(op, self.plan, args, kwargs, inputs, []))
-
-
-@native("aten::_fused_sdp_choice.default", kernel=BackendChoice)
+@native("aten::_fused_sdp_choice.default", answers=True)
 def choose_sdp_backend(call: Call) -> int:
+    """``_fused_sdp_choice`` on neuron tensors: the SDPBackend number, decided on the host from the
+    call's shapes and flags (no Program, nothing charged)."""
     q, k, v = call.arg(0, "query"), call.arg(1, "key"), call.arg(2, "value")
     why = _uncovered(q, k, v, call.arg(3, "attn_mask"), call.arg(4, "dropout_p", 0.0),
                      call.arg(5, "is_causal", False), call.kwargs.get("scale"),

@@ -10,7 +10,7 @@ VectorE computes ``(mask * scale) * x`` in one ``scalar_tensor_tensor``, which i
 ATen's opmath does). An element is kept with probability ``1 - ceil(p * 2**16) / 2**16``.
 
 The seed: every call draws a fresh 32-bit seed from the device generator
-(``device/random.draw_seed``: ``torch.manual_seed`` repeats the masks, successive calls differ) and
+(``@native(seeded=True)``: ``torch.manual_seed`` repeats the masks, successive calls differ) and
 passes it to the Program as its runtime scalars (two 16-bit halves, exact in the fp32 runtime
 vector), so one traced Program serves every call. The kernel rebuilds the 32-bit value on VectorE
 (``hi << 16 | lo``) and ``set_rng_seed``\\ s the PRNG with it. The mask depends on the seed and the
@@ -30,41 +30,17 @@ import torch
 
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
-from neuronsim.device import random
 from neuronsim.kernels.elementwise import elementwise
-from neuronsim.kernels.registry import IN, OUT, RUNTIME, Call, Launch, NativeOp, native
+from neuronsim.kernels.registry import IN, OUT, RUNTIME, Call, Launch, native
 from neuronsim.kernels.tiling import elementwise_tiles
 from neuronsim.sim.ir import AluOp
 
-Tensor = torch.Tensor
 A = AluOp
 DTYPES = (torch.float32, torch.bfloat16)
 RANDOM_BITS = 16  # per element: rng into uint16
-_SEED_ARG = "_neuron_rng_seed"  # the per-call seed's slot among the runtime arguments (never reaches ATen)
-_NO_POSITION = 1 << 20  # the seed is no positional argument
 
 
 # ---------------------------------------------------------------- the per-call seed
-
-
-class SeededOp(NativeOp):
-    """A native op whose Program takes a fresh 32-bit seed per call as its runtime scalars."""
-
-    def __init__(self, op, planner, runtime=()):
-        super().__init__(op, planner, runtime)
-        self.runtime = ((_NO_POSITION, _SEED_ARG, (0.0, 0.0)),)
-        self._runtime_positions = frozenset({_SEED_ARG})
-
-    def __call__(self, op, args, kwargs):
-        x = args[0] if args else kwargs.get("input")
-        if not isinstance(x, Tensor) or x.is_cpu:
-            return NotImplemented
-        seed = random.draw_seed(x.get_device())
-        halves = (float(seed >> 16), float(seed & 0xFFFF))
-        return super().__call__(op, args, {**kwargs, _SEED_ARG: halves})
-
-    def _build(self, args, kwargs):  # the meta kernel and the planner see the op's own arguments
-        return super()._build(args, {k: v for k, v in kwargs.items() if k != _SEED_ARG})
 
 
 def seed_the_rng(halves):
@@ -118,7 +94,7 @@ def _scale(p: float) -> float:
     return 0.0 if p == 1.0 else 1.0 / (1.0 - p)  # ATen's: no inf for p = 1
 
 
-@native("aten::native_dropout.default", kernel=SeededOp)
+@native("aten::native_dropout.default", seeded=True)
 def plan_native_dropout(call: Call) -> Launch | None:
     p, train = call.arg(1, "p"), call.arg(2, "train")
     x = call.inputs[0]

@@ -31,12 +31,11 @@ import torch
 
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
-from neuronsim.device.dispatch import register_native_kernel
 from neuronsim.kernels import norm, softmax
 from neuronsim.kernels.bridge import FLOAT_DTYPES
-from neuronsim.kernels.elementwise import gelu_backward
+from neuronsim.kernels.elementwise_chains import gelu_backward
 from neuronsim.kernels.indexing import select
-from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, NativeOp
+from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, define
 from neuronsim.kernels.tiling import elementwise_tiles
 from neuronsim.sim.ir import ActFunc, AluOp
 
@@ -369,9 +368,9 @@ def region_op(region: Region) -> torch._ops.OpOverload:
         _LIB.impl(name, host, "CPU")
         _LIB.impl(name, host, "Meta")
         op = _REGIONS[region] = getattr(torch.ops.neuronsim_fused, name).default
-        # Generated ops, not a kernel family: registered with the chokepoint directly, so the
-        # family manifest (kernels/__init__.py, registry.PLANNERS) does not list them.
-        register_native_kernel(op, NativeOp(op, _planner(region)))
+        # Generated ops, not a kernel family: the family manifest does not list them, and the
+        # device registers each with its chokepoint when it makes it (device/compile.py).
+        define(op.name(), _planner(region))
         return op
 
 

@@ -37,7 +37,6 @@ import torch
 
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
-from neuronsim.device.memory import host_view
 from neuronsim.kernels.bridge import FLOAT_DTYPES
 from neuronsim.kernels.elementwise import BIT_DTYPES, _as_dtype, _scalar, elementwise
 from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, native
@@ -88,18 +87,19 @@ class IndexWords:
         return t
 
 
-def indices_within(t: Tensor, n: int, ignore: int | None = None) -> bool:
-    """Whether every value of index tensor ``t`` (other than ``ignore``) is in ``[0, n)``."""
-    h = host_view(t)
+def indices_within(h: Tensor, n: int, ignore: int | None = None) -> bool:
+    """Whether every value of index tensor ``h`` (a host view, as ``Launch.admit`` gets) other than
+    ``ignore`` is in ``[0, n)``."""
     if ignore is not None:
         h = h[h != ignore]
     return h.numel() == 0 or (int(h.min()) >= 0 and int(h.max()) < n)
 
 
-def all_finite(t: Tensor) -> bool:
-    """Whether no value of float tensor ``t`` is inf or NaN: one float64 sum (which propagates
-    both and cannot overflow on 16- or 32-bit floats) instead of an elementwise mask, 20x faster."""
-    return bool(torch.isfinite(host_view(t).sum(dtype=torch.float64)))
+def all_finite(h: Tensor) -> bool:
+    """Whether no value of float tensor ``h`` (a host view) is inf or NaN: one float64 sum (which
+    propagates both and cannot overflow on 16- or 32-bit floats) instead of an elementwise mask, 20x
+    faster."""
+    return bool(torch.isfinite(h.sum(dtype=torch.float64)))
 
 
 def _one_walk(dims_per_view, what: str) -> tuple[int, list[int]]:

@@ -32,10 +32,7 @@ import neuronsim.nki.language as nl
 from neuronsim.kernels.registry import IN, OUT, Call, Launch, native
 from neuronsim.sim.ir import AluOp
 
-TILE_K = 128  # contraction per nc_matmul: the PE array's rows
-TILE_M = 128  # stationary free size
-TILE_N = 512  # moving free size: one 2 KiB PSUM bank of fp32
-PSUM_BANKS = 8  # per partition (chips/*.toml psum_banks): one output group holds them all
+# nc_matmul tile sizes and PSUM banks come from the chip traced for (``nl.tile_size``), in each function.
 PANEL_N = 1024  # columns of an output group: 2 banks wide, so a group is 4 M-tiles tall
 RESIDENT_BYTES = 64 * 1024  # per partition: an operand this small stays in SBUF once loaded
 IN_FLIGHT_BYTES = 48 * 1024  # per partition: operand pieces loaded ahead of TensorE
@@ -64,6 +61,10 @@ def matmul(out, a, b, bias=None):
     TensorE; pieces reused by later groups (all of ``a`` or the moving panel, when they fit
     ``RESIDENT_BYTES``) are loaded once.
     """
+    PSUM_BANKS = nl.tile_size.psum_num_banks  # one output group holds them all
+    TILE_K = nl.tile_size.pmax  # contraction per nc_matmul: the PE array's rows
+    TILE_M = nl.tile_size.gemm_stationary_fmax  # stationary free size
+    TILE_N = nl.tile_size.gemm_moving_fmax  # moving free size: one PSUM bank of fp32
     M, K = a.shape
     N = b.shape[1]
     isz = max(a.dtype.itemsize, b.dtype.itemsize)
@@ -124,6 +125,7 @@ def matmul(out, a, b, bias=None):
 
 def _bias_tile(bias, shared, m0, mt, n0, ns):
     """bias[m0:m0+mt, n0:n0+ns] in SBUF; a row-broadcast bias is loaded once per panel."""
+    TILE_M = nl.tile_size.gemm_stationary_fmax  # stationary free size
     if bias.dims[0][0] == 0:
         if n0 not in shared:
             t = nl.ndarray((TILE_M if bias.shape[0] >= TILE_M else bias.shape[0], ns), dtype=bias.dtype,
@@ -143,6 +145,8 @@ def _evacuate(out, accs, bias, shared_bias, m0, m_tiles, n0, ns):
     them; every row is written before any is stored, so the rows get distinct bytes and no copy
     waits for the store of the row before it.
     """
+    TILE_M = nl.tile_size.gemm_stationary_fmax  # stationary free size
+    TILE_N = nl.tile_size.gemm_moving_fmax  # moving free size: one PSUM bank of fp32
     rows = []
     for (mi, mt), banks in zip(m_tiles, accs, strict=True):
         bias_tile = None if bias is None else _bias_tile(bias, shared_bias, m0 + mi, mt, n0, ns)
@@ -174,6 +178,8 @@ BATCH_BYTES = 64 * 1024  # per partition: the SBUF tiles of one chunk of batch i
 
 def _item_bytes(M, K, N, isz, osz):
     """SBUF bytes per partition one item takes in the packed kernel (every tile it has a part of)."""
+    TILE_K = nl.tile_size.pmax  # contraction per nc_matmul: the PE array's rows
+    TILE_M = nl.tile_size.gemm_stationary_fmax  # stationary free size
     kc, mt, nt = -(-K // TILE_K), -(-M // TILE_M), -(-N // TILE_M)
     return kc * (M + N) * isz + (mt + nt) * K * isz + 2 * mt * N * osz  # + the result and bias rows
 
@@ -198,6 +204,8 @@ class _Engines:
 def _k_major(view_brk, i0, nb, K, dtype, engines):
     """Per K-chunk, the SBUF tile [kt, nb, R] of ``view_brk`` [B, R, K] items ``i0 .. i0+nb``:
     one strided load if K is not contiguous, else row loads and TensorE transposes."""
+    TILE_K = nl.tile_size.pmax  # contraction per nc_matmul: the PE array's rows
+    TILE_M = nl.tile_size.gemm_stationary_fmax  # stationary free size
     R = view_brk.shape[1]
     ks = _chunks(0, K, TILE_K)
     tiles = [nl.ndarray((kt, nb, R), dtype=dtype, buffer=nl.sbuf) for _, kt in ks]
@@ -209,7 +217,7 @@ def _k_major(view_brk, i0, nb, K, dtype, engines):
     for r0, rt in _chunks(0, R, TILE_M):
         rows = nl.ndarray((rt, nb, K), dtype=dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=rows, src=items[:, r0:r0 + rt, :].permute((1, 0, 2)))
-        per_bank = max(1, 2048 // (rt * dtype.itemsize))  # transposed items per PSUM bank
+        per_bank = max(1, nl.tile_size.psum_bank_fmax_bytes // (rt * dtype.itemsize))  # items per bank
         for (k0, kt), t in zip(ks, tiles, strict=True):
             for j0, jn in _chunks(0, nb, per_bank):
                 ps = nl.ndarray((kt, jn, rt), dtype=dtype, buffer=nl.psum)
@@ -225,6 +233,8 @@ def batched(out, a, b, bias=None, alpha=1.0):
     matmuls write several items side by side in a PSUM bank, one copy evacuates the bank and one
     DMA stores the chunk. Chunks are an ``affine_range``: their tiles rotate, so the loads of the
     next chunk overlap this one's matmuls."""
+    TILE_M = nl.tile_size.gemm_stationary_fmax  # stationary free size
+    TILE_N = nl.tile_size.gemm_moving_fmax  # moving free size: one PSUM bank of fp32
     B, M, K = a.shape
     N = b.shape[2]
     isz = max(a.dtype.itemsize, b.dtype.itemsize)
@@ -309,6 +319,7 @@ def plan_addmm(call: Call) -> Launch | None:
 
 def _packed(a, b, out) -> bool:
     """Whether the items are small enough for the packed kernel (else one tiled matmul per item)."""
+    TILE_N = nl.tile_size.gemm_moving_fmax  # moving free size: one PSUM bank of fp32
     _, M, K = a.shape
     N = b.shape[2]
     return N <= TILE_N and _item_bytes(M, K, N, a.dtype.itemsize, out.dtype.itemsize) <= BATCH_BYTES

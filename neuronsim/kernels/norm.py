@@ -52,9 +52,6 @@ from neuronsim.sim.ir import ActFunc, AluOp
 
 A = AluOp
 F32 = nl.float32
-P = 128  # rows per tile: the partitions
-BN_FMAX = 512  # bn_stats reads at most this many elements per partition (chip bn_stats_free_max)
-COLS = 128  # grad_weight/grad_bias columns per matmul: the stationary's free size limit
 N_MAX = 4096  # normalized elements per row: the backward keeps ~8 fp32 rows per partition in SBUF
 
 
@@ -92,6 +89,7 @@ def _normalize(xt, mean, rstd, dst):
 
 
 def layer_norm(y, mean, rstd, x, *affine, eps, rows, n, has_w, has_b):
+    P = nl.tile_size.pmax  # rows per tile: the partitions
     it = iter(affine)
     w = next(it) if has_w else None
     b = next(it) if has_b else None
@@ -119,6 +117,7 @@ def normalize_rows(xt, w_t, b_t, eps, dtype):
     """One row tile: ``(y, mean, rstd)`` of the rows of ``xt`` [p, n] in SBUF (y of ``dtype``; mean
     and rstd [p, 1] fp32). The kernel above loads and stores; a fused region (``kernels/fused.py``)
     passes its point-wise prologue's result as ``xt`` and its epilogue takes ``y``."""
+    BN_FMAX = nl.tile_size.bn_stats_fmax  # elements per partition bn_stats reads at most
     p, n = xt.shape
     chunks = _chunks(n, BN_FMAX)
     stats = nl.ndarray((p, 6 * len(chunks)), dtype=F32, buffer=nl.sbuf)
@@ -177,6 +176,7 @@ def plan_layer_norm(call: Call) -> Launch | None:
 
 def column_sums(acc, src, ones):
     """``acc[c, j] += sum_rows(src[:, j*128 + c])`` on TensorE (``src.T @ ones``, PSUM accumulates)."""
+    COLS = nl.tile_size.gemm_stationary_fmax  # columns per matmul: the stationary's free size
     p = src.shape[0]
     for j, (c0, cs) in enumerate(_chunks(src.shape[1], COLS)):
         nisa.nc_matmul(dst=acc[:cs, j:j + 1], stationary=src[:, c0:c0 + cs], moving=ones[:p])
@@ -184,6 +184,7 @@ def column_sums(acc, src, ones):
 
 def _store_columns(dst, acc, n: int):
     """Write the PSUM column sums (column ``j*128 + c`` at ``acc[c, j]``) to the length-``n`` ``dst``."""
+    COLS = nl.tile_size.gemm_stationary_fmax  # columns per matmul: the stationary's free size
     t = nl.ndarray(acc.shape, dtype=dst.dtype, buffer=nl.sbuf)
     nisa.tensor_copy(dst=t, src=acc)
     full, tail = divmod(n, COLS)
@@ -195,6 +196,7 @@ def _store_columns(dst, acc, n: int):
 
 
 def layer_norm_backward(*views, rows, n, has_w, want):
+    P = nl.tile_size.pmax  # rows per tile: the partitions
     views = list(views)
     outs = {k: views.pop(0) for k in ("dx", "dw", "db") if want[k]}
     dy, x, mean, rstd = views[:4]
@@ -220,6 +222,7 @@ def layer_norm_backward(*views, rows, n, has_w, want):
 
 def column_sum_accumulators(want, n, pw, dy_dtype) -> dict:
     """PSUM accumulators (and their ones vectors) of grad_weight / grad_bias, as ``want`` asks."""
+    COLS = nl.tile_size.gemm_stationary_fmax  # columns per matmul: the stationary's free size
     sums = {}
     for k, dtype in (("dw", F32), ("db", dy_dtype)):  # ones of the summed tile's dtype (TensorE pairs)
         if want[k]:
@@ -297,6 +300,7 @@ def plan_layer_norm_backward(call: Call) -> Launch | None:
 
 
 def rms_norm(y, rstd, x, *weight, eps, rows, n):
+    P = nl.tile_size.pmax  # rows per tile: the partitions
     w_t = _broadcast(weight[0], min(P, rows), n) if weight else None
 
     def load(r0):
@@ -338,6 +342,7 @@ def pipelined(starts, first, second):
 
 
 def rms_norm_backward(*views, rows, n, has_w, want):
+    P = nl.tile_size.pmax  # rows per tile: the partitions
     views = list(views)
     outs = {k: views.pop(0) for k in ("dx", "dw") if want[k]}
     dy, x, rstd = views[:3]

@@ -37,10 +37,9 @@ import torch
 
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
-from neuronsim.device import dispatch
-from neuronsim.kernels.bridge import FLOAT_DTYPES, span_of
+from neuronsim.kernels.bridge import FLOAT_DTYPES
 from neuronsim.kernels.foreach import broadcast_scalars, lerp
-from neuronsim.kernels.registry import IN, RUNTIME, Call, Launch, NativeOp, native
+from neuronsim.kernels.registry import IN, RUNTIME, Call, Launch, native
 from neuronsim.kernels.tiling import PARTITIONS, Tile, elementwise_tiles
 from neuronsim.sim.ir import ActFunc, AluOp
 
@@ -251,29 +250,18 @@ def _dense(t) -> bool:
     return True
 
 
-def _disjoint(tensors) -> bool:
-    """No two of the written tensors share memory (the key checks only params against the rest)."""
-    spans = sorted((t.data_ptr(), t.data_ptr() + span_of(t.shape, t.stride()) * t.element_size())
-                   for t in tensors)
-    return all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
-
-
-class HostLr(NativeOp):
+def host_lr(op, args, kwargs):
     """The ``tensor_lr`` overloads with a host ``lr`` tensor (what ``Adam(lr=torch.tensor(...))``
     passes on this device): the float overload's Programs on ``lr.item()``, as ATen reads it (lr is
     a runtime value either way, and these overloads have no meta kernel to plan with). A device
     ``lr`` tensor falls back: reading it for every call would synchronize."""
-
-    def __call__(self, op, args, kwargs):
-        lr = kwargs.get("lr")
-        float_op = op.overloadpacket.default
-        kernel = dispatch.NATIVE_KERNELS.get(float_op)
-        if kernel is None or not (isinstance(lr, torch.Tensor) and lr.is_cpu and lr.numel() == 1):
-            return NotImplemented
-        return kernel(float_op, args, {**kwargs, "lr": lr.item()})
+    lr = kwargs.get("lr")
+    if not (isinstance(lr, torch.Tensor) and lr.is_cpu and lr.numel() == 1):
+        return None
+    return op.overloadpacket.default, args, {**kwargs, "lr": lr.item()}
 
 
-@native("aten::_fused_adam_.tensor_lr", "aten::_fused_adamw_.tensor_lr", runtime=("lr",), kernel=HostLr)
+@native("aten::_fused_adam_.tensor_lr", "aten::_fused_adamw_.tensor_lr", runtime=("lr",), redirect=host_lr)
 @native("aten::_fused_adam_.default", "aten::_fused_adamw_.default", runtime=("lr",))
 def plan_fused_adam(call: Call) -> Launch | None:
     kw = call.kwargs
@@ -301,9 +289,8 @@ def plan_fused_adam(call: Call) -> Launch | None:
     # params, grads, exp_avgs, exp_avg_sqs, (max_exp_avg_sqs,) state_steps: argument positions
     picked = (*range(len(lists)), 5)
     operands = [IN(k) for pos in picked for k, p in enumerate(call.input_args) if p == pos]
-    written = len(call.inputs) - len(steps)
     statics = {"n": n, "amsgrad": amsgrad, "maximize": maximize, "adamw": "adamw" in call.op.name(),
                "beta1": float(beta1), "beta2": float(beta2), "weight_decay": float(weight_decay),
                "eps": float(eps)}
-    return Launch(adam_kernel, (*operands, RUNTIME), statics,
-                  admit=lambda inputs: _disjoint(inputs[:written]))
+    # disjoint_writes: no two written tensors may share memory (the key pairs params with the rest only)
+    return Launch(adam_kernel, (*operands, RUNTIME), statics, disjoint_writes=True)

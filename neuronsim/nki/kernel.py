@@ -58,6 +58,18 @@ class TracedKernel:
     info: dict = field(default_factory=dict)
 
 
+# Functions ``launch(kernel, args, kwargs)`` asked first by every call of a kernel: a layer above
+# (the torch device) runs the call on its own tensors and returns the kernel's result, or returns
+# NotImplemented to leave the call to ``nki.simulate``. This package imports no such layer.
+_launchers: list = []
+
+
+def register_launcher(launch) -> None:
+    """Ask ``launch(kernel, args, kwargs)`` first at every kernel call (idempotent)."""
+    if launch not in _launchers:
+        _launchers.append(launch)
+
+
 def _is_array(x) -> bool:
     return isinstance(x, np.ndarray) or _is_torch(x)
 
@@ -114,6 +126,10 @@ class Kernel:
         return k
 
     def __call__(self, *args, **kwargs):
+        for launch in _launchers:  # device tensors: the device layer runs the kernel on them
+            result = launch(self, args, kwargs)
+            if result is not NotImplemented:
+                return result
         if active_trace() is not None:  # a kernel called from a kernel is inlined
             return self.fn(*args, **kwargs)
         from neuronsim.nki.simulate import simulate

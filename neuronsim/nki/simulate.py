@@ -86,8 +86,18 @@ def _new_array(shape, dtype: np.dtype, fill: float | None) -> np.ndarray:
     return a
 
 
-def execute(k: Kernel, traced: TracedKernel, args, kwargs):
-    """Run every phase of every instance; return (outputs, runs[phase][instance] RunResults)."""
+def _shared_array(name: str, shape, dtype: np.dtype, fill: float | None) -> np.ndarray:
+    return _new_array(shape, dtype, fill)
+
+
+def execute(k: Kernel, traced: TracedKernel, args, kwargs, *, new_shared=_shared_array, wrap=None):
+    """Run every phase of every instance; return (outputs, runs[phase][instance] RunResults).
+
+    ``new_shared(name, shape, dtype, fill)`` makes the HBM arrays the kernel allocates for all its
+    instances (its outputs among them); ``wrap(name, array)`` turns a returned HBM tensor into
+    what the caller gets (default: the array, or a CPU torch tensor when the inputs were). The
+    device layer passes both to put outputs in device memory and return its own tensors.
+    """
     given = _arrays_of(k, args, kwargs)
     names = [n for n in traced.arg_names if n is not None]
     if len(given) != len(names):
@@ -112,7 +122,7 @@ def execute(k: Kernel, traced: TracedKernel, args, kwargs):
             write_back.append((a, arr))
         hbm[name] = arr
     for name, (shape, dtype, _kind) in traced.shared.items():
-        hbm[name] = _new_array(shape, dtype, traced.fills.get(name))
+        hbm[name] = new_shared(name, shape, dtype, traced.fills.get(name))
     hbm.update(traced.constants)
     n_phases = len(traced.instances[0].programs)
     runs = []
@@ -137,7 +147,9 @@ def execute(k: Kernel, traced: TracedKernel, args, kwargs):
             original[...] = copy
         else:
             original.copy_(_from_numpy(copy))
-    return _outputs(traced.returns, hbm, use_torch), runs
+    if wrap is None:
+        wrap = (lambda _name, a: _from_numpy(a)) if use_torch else (lambda _name, a: a)
+    return _outputs(traced.returns, hbm, wrap), runs
 
 
 # simulate() records each launch with a profiler session itself (profile.record_launch); this tells
@@ -145,12 +157,11 @@ def execute(k: Kernel, traced: TracedKernel, args, kwargs):
 execute._neuronsim_observed = True
 
 
-def _outputs(ret, hbm, use_torch: bool):
+def _outputs(ret, hbm, wrap):
     if ret is None:
         return None
     if isinstance(ret, (tuple, list)):
-        return type(ret)(_outputs(r, hbm, use_torch) for r in ret)
+        return type(ret)(_outputs(r, hbm, wrap) for r in ret)
     if isinstance(ret, dict):
-        return {k: _outputs(v, hbm, use_torch) for k, v in ret.items()}
-    a = hbm[ret]
-    return _from_numpy(a) if use_torch else a
+        return {k: _outputs(v, hbm, wrap) for k, v in ret.items()}
+    return wrap(ret, hbm[ret])

@@ -161,12 +161,3 @@ def from_clock_events(records: Iterable[Any]) -> list[DeviceOpEvent]:
     if cur is not None:
         flush()
     return ops
-
-
-def device_span_ns(events: Iterable[DeviceOpEvent]) -> tuple[float, float]:
-    """(first start, last end) of the events; (0, 0) for none."""
-    first, last = float("inf"), float("-inf")
-    for e in events:
-        first = min(first, e.start_ns)
-        last = max(last, e.end_ns)
-    return (0.0, 0.0) if first == float("inf") else (first, last)

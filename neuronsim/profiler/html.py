@@ -1,257 +1,222 @@
-"""A self-contained HTML report of a profile: summary cards, recommendations, engine utilization,
-an engine timeline drawn from the trace, the op table. Inline CSS and SVG; no network, no scripts
-needed (hover titles carry the details)."""
+"""The HTML report of a profile: one self-contained file (no network, no CDN).
+
+Sections: summary cards, recommendations with the ops behind them, the timeline (zoomable and
+pannable: one row per engine and DMA queue, per op, per host track), engine-utilization and
+DMA-size charts, the sortable op table, host fallbacks, every summary field. Python writes the
+static parts; the timeline and table sorting are the hand-written ``assets/*.js`` and
+``assets/report.css``, inlined. The timeline's data is :mod:`neuronsim.profiler.timeline_model`'s.
+"""
 
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import resources
 
-TIMELINE_WIDTH = 1100  # px; each track is drawn at this many bins, so the file stays small
-ROW_HEIGHT, LABEL_WIDTH = 18, 230
-MAX_TRACKS = 48
-MAX_OP_ROWS = 60
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
-COLOURS = {
-    "tensor": "#d62728",
-    "vector": "#1f77b4",
-    "scalar": "#2ca02c",
-    "gpsimd": "#9467bd",
-    "sync": "#8c564b",
-    "dma": "#ff7f0e",
-    "kernel": "#17becf",
-    "fallback": "#e377c2",
-    "transfer": "#bcbd22",
-    "aggregated": "#7f7f7f",
-    "cpu_op": "#aaaaaa",
-}
+from neuronsim.profiler import charts
+from neuronsim.profiler.timeline_model import model_json, timeline_models
+from neuronsim.profiler.units import fmt_bytes, fmt_time
 
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;background:#fafafa}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
-.sub{color:#666;margin-bottom:16px}.cards{display:flex;flex-wrap:wrap;gap:10px}
-.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:150px}
-.card .v{font-size:20px;font-weight:600}.card .k{font-size:12px;color:#666}
-.rec{background:#fff8e1;border-left:4px solid #f0a500;padding:8px 12px;margin:6px 0;border-radius:4px}
-table{border-collapse:collapse;background:#fff;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px}
-th{background:#f0f0f0;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
-svg text{font-size:11px;font-family:inherit}.note{color:#666;font-size:13px}
-"""
+__all__ = ["fmt_bytes", "fmt_time", "page", "render_html", "timeline_block"]
+
+MAX_OP_ROWS = 5000
+ENGINE_COLUMNS = ("tensor", "vector", "scalar", "gpsimd", "dma")
 
 
 def _e(x) -> str:
     return html.escape(str(x))
 
 
-def fmt_time(seconds: float) -> str:
-    s = float(seconds)
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(s) >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
+SCRIPTS = ("format.js", "timeline.js", "page.js")  # hand-written, no libraries; inlined in this order
 
 
-def fmt_bytes(n: float) -> str:
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} GiB"
+def asset(name: str) -> str:
+    return (resources.files("neuronsim.profiler") / "assets" / name).read_text(encoding="utf-8")
 
 
-def _cards(s: Mapping) -> str:
-    items = [
-        ("total_time", fmt_time(s.get("total_time", 0))),
-        ("mfu_estimated_percent", f"{s.get('mfu_estimated_percent', 0):.2f}%"),
-        ("model_flops", f"{s.get('model_flops', 0):.3g}"),
-        ("tensor_engine_active_time_percent", f"{s.get('tensor_engine_active_time_percent', 0):.1f}%"),
-        ("dma_active_time_percent", f"{s.get('dma_active_time_percent', 0):.1f}%"),
-        ("hbm_read_bytes", fmt_bytes(s.get("hbm_read_bytes", 0))),
-        ("hbm_write_bytes", fmt_bytes(s.get("hbm_write_bytes", 0))),
-        ("dma_transfer_average_bytes", fmt_bytes(s.get("dma_transfer_average_bytes", 0))),
-        ("host_fallback_time", fmt_time(s.get("host_fallback_time", 0))),
-        ("sbuf_peak_bytes", fmt_bytes(s.get("sbuf_peak_bytes", 0))),
-    ]
-    return (
-        '<div class="cards">'
-        + "".join(
-            f'<div class="card"><div class="v">{_e(v)}</div><div class="k">{_e(k)}</div></div>'
-            for k, v in items
-        )
-        + "</div>"
-    )
+def script() -> str:
+    """The report's JavaScript: the asset files in one strict-mode function (nothing global but
+    ``window.neuronsimReport``)."""
+    body = "\n".join(asset(name) for name in SCRIPTS)
+    return f'(function () {{\n"use strict";\n{body}}})();'
 
 
-def _utilization_svg(s: Mapping) -> str:
-    rows = [(e, s.get(f"{e}_engine_active_time_percent", 0.0)) for e in ENGINES]
-    rows.append(("dma", s.get("dma_active_time_percent", 0.0)))
-    width, bar = 520, 360
-    parts = [
-        f'<svg width="{width}" height="{len(rows) * 24 + 10}" role="img" aria-label="engine utilization">'
-    ]
-    for i, (name, pct) in enumerate(rows):
-        y = 6 + i * 24
-        w = max(0.0, min(100.0, pct)) / 100 * bar
-        parts.append(
-            f'<text x="0" y="{y + 13}">{_e(name)}</text>'
-            f'<rect x="80" y="{y}" width="{bar}" height="16" fill="#eee"/>'
-            f'<rect x="80" y="{y}" width="{w:.1f}" height="16" fill="{COLOURS[name]}">'
-            f"<title>{_e(name)}: {pct:.2f}% active</title></rect>"
-            f'<text x="{88 + bar}" y="{y + 13}">{pct:.1f}%</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
+def page(title: str, subtitle: str, sections: Iterable[tuple[str, str, str]]) -> str:
+    """A whole report page; ``sections`` are (anchor, heading, body html)."""
+    sections = list(sections)
+    toc = " ".join(f'<a href="#{a}">{_e(h)}</a>' for a, h, _ in sections if h)
+    body = "\n".join(f'<section id="{a}">' + (f"<h2>{_e(h)}</h2>" if h else "") + f"{b}</section>"
+                     for a, h, b in sections)
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{_e(title)}</title><style>{asset('report.css')}</style></head>\n"
+            f"<body><main><h1>{_e(title)}</h1><div class=\"sub\">{subtitle}</div>"
+            f'<nav class="toc">{toc}</nav>\n{body}\n</main>'
+            f"<script>{script()}</script></body></html>\n")
 
 
-def _tracks(trace: Mapping) -> tuple[list, float, float]:
-    pnames, tnames, spans = {}, {}, {}
-    for e in trace.get("traceEvents", []):
-        if not isinstance(e, dict):
-            continue
-        if e.get("ph") == "M":
-            if e.get("name") == "process_name":
-                pnames[e.get("pid")] = e.get("args", {}).get("name", "")
-            elif e.get("name") == "thread_name":
-                tnames[(e.get("pid"), e.get("tid"))] = e.get("args", {}).get("name", "")
-        elif e.get("ph") == "X" and isinstance(e.get("ts"), int | float):
-            spans.setdefault((e.get("pid"), e.get("tid")), []).append(
-                (e["ts"], e["ts"] + e.get("dur", 0), e.get("cat", ""))
-            )
-    if not spans:
-        return [], 0.0, 0.0
-    # device tracks first (they are what the report is about), then host tracks
-    keys = sorted(
-        spans, key=lambda k: (not str(pnames.get(k[0], "")).startswith("neuron:"), str(k[0]), str(k[1]))
-    )
-    keys = keys[:MAX_TRACKS]
-    lo = min(s for k in keys for s, _, _ in spans[k])
-    hi = max(e for k in keys for _, e, _ in spans[k])
-    rows = [(f"{pnames.get(k[0], k[0])} / {tnames.get(k, k[1])}", spans[k]) for k in keys]
-    return rows, lo, hi
+PART_TITLES = {
+    "device": "Device — simulated time: ops back to back as the device clock ran them",
+    "host": "Host — wall-clock time on the machine that ran the simulation (not simulated)",
+}
 
 
-def _timeline_svg(trace: Mapping) -> str:
-    rows, lo, hi = _tracks(trace)
-    if not rows:
+def _mount(model: Mapping, dom_id: str, title: str) -> str:
+    stats = model["stats"]
+    notes = ""
+    if stats["aggregated_slices"]:
+        notes = (f'<p class="note">The report draws at most {stats["max_slices"]:,} slices: '
+                 f'{stats["aggregated_slices"]:,} of the trace\'s {stats["source_slices"]:,} are drawn as '
+                 f"runs (\"N slices (aggregated)\"); trace.json has them all.</p>")
+    if stats["undrawn_nested_slices"]:
+        deep = stats["undrawn_nested_slices"]
+        notes += f'<p class="note">{deep:,} slices nested too deep are not drawn.</p>'
+    return (f'{notes}<div data-timeline="{dom_id}-data" data-title="{_e(title)}" id="{dom_id}">'
+            f'<p class="note">The timeline needs JavaScript.</p></div>'
+            f'<script type="application/json" id="{dom_id}-data">{model_json(model)}</script>')
+
+
+def timeline_block(trace: Mapping, dom_id: str, title: str = "", host: bool = True) -> str:
+    """The timelines' mount points and their data: the device, then the host apart (``host``)."""
+    models = timeline_models(trace)
+    if not models:
         return '<p class="note">The trace has no slices.</p>'
-    span = max(hi - lo, 1e-9)
-    bins = TIMELINE_WIDTH
-    height = len(rows) * ROW_HEIGHT + 24
-    parts = [
-        f'<svg width="{LABEL_WIDTH + bins + 10}" height="{height}" role="img" aria-label="engine timeline">'
+    out = []
+    for part, model in models.items():
+        if part == "host" and not host:
+            continue
+        out.append(_mount(model, f"{dom_id}-{part}", f"{title}{PART_TITLES[part]}"))
+    return "".join(out)
+
+
+def cards(doc: Mapping) -> str:
+    items = [
+        ("total_time", fmt_time(doc.get("total_time", 0))),
+        ("mfu_estimated_percent", f"{doc.get('mfu_estimated_percent', 0):.2f}%"),
+        ("model_flops", f"{doc.get('model_flops', 0):.3g}"),
+        ("tensor_engine_active_time_percent", f"{doc.get('tensor_engine_active_time_percent', 0):.1f}%"),
+        ("dma_active_time_percent", f"{doc.get('dma_active_time_percent', 0):.1f}%"),
+        ("hbm_read_bytes", fmt_bytes(doc.get("hbm_read_bytes", 0))),
+        ("hbm_write_bytes", fmt_bytes(doc.get("hbm_write_bytes", 0))),
+        ("dma_transfer_average_bytes", fmt_bytes(doc.get("dma_transfer_average_bytes", 0))),
+        ("host_fallback_time", fmt_time(doc.get("host_fallback_time", 0))),
+        ("sbuf_peak_bytes", fmt_bytes(doc.get("sbuf_peak_bytes", 0))),
     ]
-    for r, (label, spans) in enumerate(rows):
-        y = r * ROW_HEIGHT
-        short = label if len(label) <= 40 else "…" + label[-39:]
-        parts.append(
-            f'<text x="0" y="{y + 12}"><title>{_e(label)}</title>{_e(short)}</text>'
-            f'<rect x="{LABEL_WIDTH}" y="{y + 2}" width="{bins}" height="{ROW_HEIGHT - 4}" fill="#f2f2f2"/>'
-        )
-        cover = [0.0] * bins
-        cats: dict[int, str] = {}
-        for s, e, cat in spans:
-            b0 = int((s - lo) / span * bins)
-            b1 = min(bins - 1, int((e - lo) / span * bins))
-            for b in range(max(0, b0), b1 + 1):
-                left, right = lo + b * span / bins, lo + (b + 1) * span / bins
-                cover[b] += max(0.0, min(e, right) - max(s, left)) / (span / bins)
-                cats.setdefault(b, cat)
-        b = 0
-        while b < bins:
-            if cover[b] <= 0:
-                b += 1
-                continue
-            start = b
-            while b < bins and cover[b] > 0:
-                b += 1
-            busy = sum(min(1.0, c) for c in cover[start:b]) / (b - start)
-            colour = COLOURS.get(cats.get(start, ""), "#4c78a8")
-            t0 = start * span / bins
-            parts.append(
-                f'<rect x="{LABEL_WIDTH + start}" y="{y + 2}" width="{b - start}" height="{ROW_HEIGHT - 4}" '
-                f'fill="{colour}" fill-opacity="{0.35 + 0.65 * busy:.2f}"><title>{_e(label)}: '
-                f"{t0:.3f}-{b * span / bins:.3f} us from start, {100 * busy:.0f}% busy</title></rect>"
-            )
-    parts.append(
-        f'<text x="{LABEL_WIDTH}" y="{height - 6}">0</text>'
-        f'<text x="{LABEL_WIDTH + bins - 80}" y="{height - 6}">{span:.3f} us</text></svg>'
-    )
-    return "".join(parts)
+    return '<div class="cards">' + "".join(
+        f'<div class="card"><div class="v">{_e(v)}</div><div class="k">{_e(k)}</div></div>' for k, v in items
+    ) + "</div>"
 
 
-def _op_table(ops: list) -> str:
+def op_link(name: str, timeline: int | str = 0) -> str:
+    """An op name that finds the op in timeline ``timeline`` (an index, or "all")."""
+    return (f'<span class="op-link" data-op="{_e(name)}" data-timeline-index="{timeline}" '
+            f'title="show in the timeline">{_e(name)}</span>')
+
+
+def _code(text: str) -> str:
+    return f"<code>{_e(text)}</code>"
+
+
+def recommendations_html(recs: Sequence[Mapping], timeline: int = 0) -> str:
+    if not recs:
+        return '<p class="note">No recommendations.</p>'
+    out = []
+    for r in recs:
+        ops = r.get("ops") or []
+        items = "".join(
+            f"<li>{_code(o['name']) if o.get('kind') == 'source line' else op_link(o['name'], timeline)}"
+            f" <span class=\"note\">({_e(o.get('kind', ''))})</span> — {_e(o.get('detail', ''))}</li>"
+            for o in ops)
+        triggered = f"<div class=\"note\">Triggered by:</div><ul>{items}</ul>" if items else ""
+        out.append(f'<div class="rec" data-rec="{_e(r.get("id", ""))}"><b>{_e(r["title"])}</b> — '
+                   f"{_e(r['detail'])}{triggered}</div>")
+    return "".join(out)
+
+
+def _num(v: float, text: str) -> str:
+    return f'<td class="n" data-v="{float(v):.9g}">{_e(text)}</td>'
+
+
+def ops_table(ops: Sequence[Mapping], timeline: int = 0) -> str:
     if not ops:
         return '<p class="note">No ops.</p>'
-    head = (
-        "<tr><th>name</th><th>kind</th><th>count</th><th>total time</th><th>avg</th><th>% of total</th>"
-        "<th>model FLOPs</th><th>bytes</th></tr>"
-    )
-    body = "".join(
-        f"<tr><td>{_e(r.get('name'))}</td><td>{_e(r.get('kind'))}</td>"
-        f"<td class=n>{r.get('count', 0)}</td><td class=n>{fmt_time(r.get('total_time', 0))}</td>"
-        f"<td class=n>{fmt_time(r.get('average_time', 0))}</td>"
-        f"<td class=n>{r.get('total_time_percent', 0):.1f}%</td>"
-        f"<td class=n>{r.get('model_flops', 0):.3g}</td>"
-        f"<td class=n>{fmt_bytes(r.get('bytes', 0))}</td></tr>"
-        for r in ops[:MAX_OP_ROWS]
-    )
-    more = (
-        f'<p class="note">{len(ops) - MAX_OP_ROWS} more rows in ops.csv.</p>'
-        if len(ops) > MAX_OP_ROWS
-        else ""
-    )
-    return f"<table>{head}{body}</table>{more}"
+    with_engines = any("engine_active_time" in r for r in ops)
+    heads = ["op", "kind", "count", "total time", "average", "% of total"]
+    if with_engines:
+        heads += [f"{e} active" for e in ENGINE_COLUMNS] + ["DMA transfers", "DMAs < 32 KiB"]
+    heads += ["model FLOPs", "bytes"]
+    rows = []
+    for r in ops[:MAX_OP_ROWS]:
+        name = str(r.get("name"))
+        cells = [f'<td data-v="{_e(name.lower())}">{op_link(name, timeline)}</td>',
+                 f"<td>{_e(r.get('kind'))}</td>", _num(r.get("count", 0), str(r.get("count", 0))),
+                 _num(r.get("total_time", 0), fmt_time(r.get("total_time", 0))),
+                 _num(r.get("average_time", 0), fmt_time(r.get("average_time", 0))),
+                 _num(r.get("total_time_percent", 0), f"{r.get('total_time_percent', 0):.1f}%")]
+        if with_engines:
+            eng = r.get("engine_active_time") or {}
+            cells += [_num(eng.get(e, 0), fmt_time(eng[e]) if e in eng else "") for e in ENGINE_COLUMNS]
+            cells += [_num(r.get("dma_transfer_count", 0), str(r.get("dma_transfer_count", ""))),
+                      _num(r.get("dma_small_transfer_count", 0), str(r.get("dma_small_transfer_count", "")))]
+        cells += [_num(r.get("model_flops", 0), f"{r.get('model_flops', 0):.3g}"),
+                  _num(r.get("bytes", 0), fmt_bytes(r.get("bytes", 0)))]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = ""
+    if len(ops) > MAX_OP_ROWS:
+        more = f'<p class="note">{len(ops) - MAX_OP_ROWS} more rows in ops.csv.</p>'
+    head = "".join(f"<th>{_e(h)}</th>" for h in heads)
+    return (f'<p class="note">Click a column to sort, an op to find it in the timeline.</p>'
+            f'<div class="table-wrap"><table class="sortable ops"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>{more}")
 
 
-def _fields_table(doc: Mapping) -> str:
-    rows = "".join(
-        f"<tr><td>{_e(k)}</td><td class=n>{_e(f'{v:.6g}' if isinstance(v, float) else v)}</td></tr>"
-        for k, v in doc.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    )
-    return f"<table><tr><th>field</th><th>value</th></tr>{rows}</table>"
+def fields_table(doc: Mapping) -> str:
+    fields = [(k, v) for k, v in doc.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    rows = "".join(f"<tr><td>{_e(k)}</td><td class=n>{_e(format(v, '.6g') if isinstance(v, float) else v)}"
+                   "</td></tr>" for k, v in fields)
+    return (f"<details><summary>Show all {len(fields)} fields</summary>"
+            f"<table><thead><tr><th>field</th><th>value</th></tr></thead><tbody>{rows}</tbody></table></details>")
 
 
-def render_html(doc: Mapping, trace: Mapping) -> str:
-    recs = (
-        "".join(
-            f'<div class="rec"><b>{_e(r["title"])}</b> — {_e(r["detail"])}</div>'
-            for r in doc.get("recommendations", [])
-        )
-        or '<p class="note">No recommendations.</p>'
-    )
+def fallback_table(doc: Mapping) -> str:
     fallback = doc.get("fallback_ops", {})
-    fb = (
-        "<table><tr><th>op</th><th>calls</th></tr>"
-        + "".join(f"<tr><td>{_e(k)}</td><td class=n>{v}</td></tr>" for k, v in fallback.items())
-        + "</table>"
-        if fallback
-        else '<p class="note">None.</p>'
-    )
+    if not fallback:
+        return '<p class="note">None.</p>'
+    return ("<table><thead><tr><th>op</th><th>calls</th></tr></thead><tbody>"
+            + "".join(f"<tr><td>{op_link(k)}</td><td class=n>{v}</td></tr>" for k, v in fallback.items())
+            + "</tbody></table>")
+
+
+def subtitle(doc: Mapping, source: str | None = None) -> str:
+    kernels = ", ".join(dict.fromkeys(doc.get("kernels", [])))
+    parts = [f"chip <b>{_e(doc.get('chip', '?'))}</b>", f"detail {_e(doc.get('detail', '?'))}"]
+    if kernels:
+        parts.append(f"kernels {_e(kernels)}")
+    if source:
+        parts.append(f"<code>{_e(source)}</code>")
+    return " · ".join(parts)
+
+
+def render_html(doc: Mapping, trace: Mapping, *, source: str | None = None) -> str:
+    """The report of one profile: its summary document and its trace (``source``: where it came from)."""
+    notes = "".join(f'<p class="note">note: {_e(n)}</p>' for n in doc.get("notes", []))
     stats = doc.get("trace", {})
-    capped = (
-        '<p class="note">The trace was capped: '
-        f"{stats.get('aggregated_instructions', 0)} instructions and {stats.get('aggregated_ops', 0)} ops "
-        "were aggregated.</p>"
-        if stats.get("aggregated")
-        else ""
-    )
-    notes = "".join(f'<p class="note">{_e(n)}</p>' for n in doc.get("notes", []))
-    kernels = ", ".join(doc.get("kernels", []))
-    kernels = f" · kernels {_e(kernels)}" if kernels else ""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>neuronsim profile</title><style>{CSS}</style></head>
-<body>
-<h1>neuronsim profile</h1>
-<div class="sub">chip {_e(doc.get("chip", "?"))} · detail {_e(doc.get("detail", "?"))}{kernels}</div>
-{_cards(doc)}
-<h2>Recommendations</h2>{recs}
-<h2>Engine utilization</h2>{_utilization_svg(doc)}
-<h2>Timeline</h2>{capped}{_timeline_svg(trace)}
-<h2>Ops</h2>{_op_table(doc.get("ops", []))}
-<h2>Host fallback ops</h2>{fb}
-<h2>All summary fields</h2>{_fields_table(doc)}
-{notes}
-</body></html>
-"""
+    capped = ""
+    if stats.get("aggregated"):
+        instructions, ops = stats.get("aggregated_instructions", 0), stats.get("aggregated_ops", 0)
+        capped = (f'<p class="note">trace.json was capped when written: {instructions:,} instructions and '
+                  f'{ops:,} ops are aggregated (neuronsim profile --max-events raises the cap).</p>')
+    charts_html = ('<div class="grid2"><div class="panel"><h3>Engine utilization (active time, % of the run)'
+                   f"</h3>{charts.utilization_svg(doc)}</div>"
+                   '<div class="panel"><h3>DMA transfer sizes</h3>'
+                   f'{charts.dma_sizes_svg(doc.get("dma_sizes"))}</div></div>')
+    sections = [
+        ("summary", "Summary", cards(doc) + notes),
+        ("recommendations", "Recommendations", recommendations_html(doc.get("recommendations", []))),
+        ("timeline", "Timeline", capped + timeline_block(trace, "tl0")),
+        ("charts", "Engines and DMA", charts_html),
+        ("ops", "Ops", ops_table(doc.get("ops", []))),
+        ("fallback", "Host fallback ops", fallback_table(doc)),
+        ("fields", "All summary fields", fields_table(doc)),
+    ]
+    return page("neuronsim profile", subtitle(doc, source), sections)

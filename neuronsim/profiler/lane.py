@@ -188,6 +188,7 @@ _TRACE_EVENTS = re.compile(r'"traceEvents"\s*:\s*\[')
 _BASE_TIME = re.compile(r'"baseTimeNanoseconds"\s*:\s*(\d+)')
 _STRING_TRACK = re.compile(r'"pid"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"tid"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
 _SLICE = re.compile(r'"ph"\s*:\s*"X"')
+_NUMERIC_PID = re.compile(r'"pid"\s*:\s*(-?\d+)')
 
 
 def trace_base_ns(text: str) -> int:
@@ -205,8 +206,10 @@ def merge_trace_text(host_text: str, device_trace: dict) -> str:
     export's JSON text, without parsing and re-serializing the host events (most of the file).
 
     torch leaves the tracks of its ``Spans`` process (string pids) unnamed: they get names here,
-    so every pid and tid of the result is named. The device trace's ``otherData.neuronsim`` goes
-    to the top-level ``neuronsim`` key.
+    so every pid and tid of the result is named. A device process whose pid the host trace already
+    uses (with ``ProfilerActivity.PrivateUse1`` torch names pids 0-15 "python", labelled "GPU i")
+    moves to a free pid, +1000 at a time, as :func:`add_device_lane` does: one name per pid. The
+    device trace's ``otherData.neuronsim`` goes to the top-level ``neuronsim`` key.
     """
     m = _TRACE_EVENTS.search(host_text)
     if m is None:
@@ -217,7 +220,18 @@ def merge_trace_text(host_text: str, device_trace: dict) -> str:
                       "args": {"name": json.loads(pid)}})
         named.append({"ph": "M", "name": "thread_name", "pid": json.loads(pid), "tid": json.loads(tid),
                       "args": {"name": str(json.loads(tid))}})
-    events = named + list(device_trace["traceEvents"])
+    used = {int(p) for p in _NUMERIC_PID.findall(host_text)}
+    moved: dict = {}
+    for e in device_trace["traceEvents"]:
+        pid = e.get("pid")
+        if isinstance(pid, int) and pid in used and pid not in moved:
+            free = pid
+            while free in used or free in moved.values():
+                free += 1000
+            moved[pid] = free
+    device_events = [{**e, "pid": moved[e["pid"]]} if e.get("pid") in moved else e
+                     for e in device_trace["traceEvents"]]
+    events = named + device_events
     head, rest = host_text[: m.end()], host_text[m.end():]
     inserted = ",".join(json.dumps(e, separators=(",", ":")) for e in events)
     if inserted and rest.lstrip()[:1] != "]":

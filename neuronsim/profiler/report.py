@@ -1,8 +1,11 @@
 """A profile directory: ``trace.json``, ``summary.json``, ``ops.csv`` — built, written, read back.
 
 ``summary.json`` holds the Explorer-named fields at the top level (see ``summary.py``) plus
-``ops`` (the op table: device ops, or a kernel's opcodes), ``fallback_ops``, ``recommendations``,
-``trace`` (what the trace holds and what it aggregated), ``chip``, ``detail`` and ``kernels``.
+``ops`` (the op table: device ops, or a kernel's opcodes; device ops and launches also carry their
+``engine_active_time`` per engine and DMA transfer counts, see ``breakdown.py``), ``dma_sizes``
+(the DMA-size histogram), ``fallback_ops``, ``recommendations`` (each naming the ops behind it, see
+``advice.py``), ``trace`` (what the trace holds and what it aggregated), ``chip``, ``detail``,
+``kernels`` and ``notes``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from neuronsim.profiler import summary as S
+from neuronsim.profiler.advice import recommendations
+from neuronsim.profiler.breakdown import Breakdown, enrich_op_rows, opcode_breakdown
 from neuronsim.profiler.events import DeviceOpEvent, KernelRun, PlacedRun
 from neuronsim.profiler.trace import (
     DEFAULT_MAX_INSTRUCTION_EVENTS,
@@ -28,6 +33,7 @@ from neuronsim.profiler.trace import (
 )
 
 TRACE_FILE, SUMMARY_FILE, OPS_FILE, REPORT_FILE = "trace.json", "summary.json", "ops.csv", "report.html"
+LAUNCH_KIND = "nki.simulate"  # the op-table kind of an NKI kernel launch
 OPS_COLUMNS = (
     "name",
     "kind",
@@ -38,13 +44,6 @@ OPS_COLUMNS = (
     "model_flops",
     "bytes",
 )
-
-# Recommendation thresholds (Neuron Explorer's "average DMA size" target is >= 32 KiB).
-DMA_BOUND_PERCENT = 60.0
-SMALL_DMA_BYTES = 32 * 1024
-FALLBACK_DOMINANT_PERCENT = 30.0
-TENSOR_IDLE_PERCENT = 10.0
-
 
 def opcode_table(runs: Sequence[KernelRun]) -> list[dict]:
     """A kernel's op table: one row per (opcode, engine), as Explorer's OpcodeSummary."""
@@ -78,62 +77,6 @@ def opcode_table(runs: Sequence[KernelRun]) -> list[dict]:
     return table
 
 
-def recommendations(s: Mapping) -> list[dict]:
-    """Explorer-style insight cards from a summary: DMA-bound, small DMAs, host fallbacks, TensorE idle."""
-    out = []
-    compute = {
-        e: s.get(f"{e}_engine_active_time_percent", 0.0) for e in ("tensor", "vector", "scalar", "gpsimd")
-    }
-    busiest = max(compute, key=compute.get)
-    dma = s.get("dma_active_time_percent", 0.0)
-    if dma >= DMA_BOUND_PERCENT and dma > compute[busiest]:
-        out.append(
-            {
-                "id": "dma_bound",
-                "title": "DMA-bound",
-                "detail": f"DMA queues were active {dma:.0f}% of the time; the busiest compute engine "
-                f"({busiest}) {compute[busiest]:.0f}%. Overlap loads with compute (double "
-                f"buffering) and keep data in SBUF across uses.",
-            }
-        )
-    count, avg = s.get("dma_transfer_count", 0), s.get("dma_transfer_average_bytes", 0.0)
-    if count and avg < SMALL_DMA_BYTES:
-        out.append(
-            {
-                "id": "small_dma",
-                "title": "Small DMA transfers",
-                "detail": f"{count} transfers averaging {avg:,.0f} bytes; below "
-                f"{SMALL_DMA_BYTES // 1024} KiB the fixed cost per transfer dominates. Move larger "
-                f"tiles per dma_copy.",
-            }
-        )
-    fb = s.get("host_fallback_time_percent", 0.0)
-    if fb >= FALLBACK_DOMINANT_PERCENT:
-        top = ", ".join(list(s.get("fallback_ops", {}))[:5])
-        out.append(
-            {
-                "id": "host_fallbacks",
-                "title": "Host fallbacks dominate",
-                "detail": f"Ops computed on the host took {fb:.0f}% of device time "
-                f"({s.get('host_fallback_count', 0)} calls{': ' + top if top else ''}). "
-                f"Each pays a launch and a host round trip.",
-            }
-        )
-    tensor = compute["tensor"]
-    if s.get("total_time", 0.0) > 0 and tensor < TENSOR_IDLE_PERCENT:
-        why = (
-            "no matmul ran on it" if not s.get("model_flops") else f"it was active {tensor:.1f}% of the time"
-        )
-        out.append(
-            {
-                "id": "tensor_idle",
-                "title": "TensorE idle",
-                "detail": f"TensorE did little: {why} (MFU {s.get('mfu_estimated_percent', 0.0):.2f}%).",
-            }
-        )
-    return out
-
-
 def summary_document(
     fields: Mapping,
     *,
@@ -144,18 +87,27 @@ def summary_document(
     trace_stats: Mapping | None = None,
     kernels: Sequence[str] = (),
     notes: Sequence[str] = (),
+    breakdown: Breakdown | None = None,
 ) -> dict:
+    """The summary.json document. With a ``breakdown`` the op rows carry their engine and DMA
+    figures, ``dma_sizes`` is the run's DMA-size histogram and recommendations name their ops."""
     doc = dict(fields)
     doc["fallback_ops"] = dict(fallback or {})
+    rows = enrich_op_rows(ops, breakdown) if breakdown is not None else [dict(r) for r in ops]
     doc.update(
         chip=chip,
         detail=detail,
         kernels=list(kernels),
-        ops=[dict(r) for r in ops],
+        ops=rows,
         trace=dict(trace_stats or {}),
         notes=list(notes),
     )
-    doc["recommendations"] = recommendations(doc)
+    locations = {}
+    if breakdown is not None:
+        doc["dma_sizes"] = breakdown.dma_sizes()
+        locations = dict(breakdown.total.small_dma_locations.most_common(10))
+        doc["dma_sizes"]["small_transfer_locations"] = locations
+    doc["recommendations"] = recommendations(doc, rows, locations)
     return doc
 
 
@@ -180,6 +132,7 @@ def kernel_profile(
         ops=opcode_table([p.run for p in placed]),
         trace_stats=trace["otherData"]["neuronsim"],
         kernels=[name],
+        breakdown=opcode_breakdown([p.run for p in placed], {}),
     )
     return doc, trace
 
@@ -205,6 +158,7 @@ def session_profile(session, devices: Mapping[int, Sequence[DeviceOpEvent]], chi
     origin = host_base_ns if in_host_time else session.started_wall_ns
     b = TraceBuilder(stats=stats)
     summaries, tables, fallback, cache = [], [], {}, {}
+    breakdown, stats_cache = Breakdown(), {}
     host_slices = 0
     if host_lane and in_host_time:
         from neuronsim.profiler.lane import draw_host_ops
@@ -216,16 +170,19 @@ def session_profile(session, devices: Mapping[int, Sequence[DeviceOpEvent]], chi
                     hta=in_host_time)
         summaries.append(S.device_summary(events, chip, cache))
         tables += S.op_table(events, cache=cache)
+        breakdown.add_device_events(events, stats_cache)
         for k, v in S.fallback_ops(events).items():
             fallback[k] = fallback.get(k, 0) + v
     launch_pid = 500
     cursor = max((e.end_ns for evs in devices.values() for e in evs), default=0.0)
-    for launch in session.launches:
+    launches, notes = _launches_on(chip, session.launches)
+    for launch in launches:
         fields = S.launch_summary(launch.placed, chip)
         summaries.append(fields)
-        tables.append({"name": launch.name, "kind": "nki.simulate", "count": 1,
+        tables.append({"name": launch.name, "kind": LAUNCH_KIND, "count": 1,
                        "total_time": fields["total_time"], "model_flops": fields["model_flops"],
                        "bytes": fields["dma_transfer_total_bytes"]})
+        breakdown.add_runs(launch.name, LAUNCH_KIND, [p.run for p in launch.placed], stats_cache)
         start = float(launch.wall_ns - origin) if in_host_time else cursor
         cursor = start + launch.total_ns
         for p in launch.placed:
@@ -241,14 +198,35 @@ def session_profile(session, devices: Mapping[int, Sequence[DeviceOpEvent]], chi
     if host_lane and in_host_time:
         trace["baseTimeNanoseconds"] = origin
         trace["otherData"]["neuronsim"]["host_op_events"] = host_slices
-    notes = list(session.notes)
+    notes = list(session.notes) + notes
+    if not devices and not launches:
+        notes.append("nothing ran on the device: no device ops and no NKI kernel launches were recorded "
+                     "(a file of NKI kernels is run as `python FILE` runs it: its __main__ must call them, "
+                     "e.g. nki.simulate(kernel)(*arrays))")
     if detail == "instruction" and devices and not any(e.kernel for evs in devices.values() for e in evs):
         notes.append("instruction detail: the device ops carry no kernel timelines yet, so only op slices "
                      "are drawn for them")
     doc = summary_document(fields, chip=chip.name, detail=detail, ops=ops, fallback=fallback,
                            trace_stats=trace["otherData"]["neuronsim"],
-                           kernels=[launch.name for launch in session.launches], notes=notes)
+                           kernels=[launch.name for launch in launches], notes=notes, breakdown=breakdown)
     return doc, trace
+
+
+def _launches_on(chip, launches) -> tuple[list, list[str]]:
+    """The launches simulated on the profile's chip, and a note about those on other chips: a
+    script may simulate a kernel on several chips (``nki.simulate(k, chip=...)``); one profile is
+    of one chip (``neuronsim profile --chip trn2,trn3`` profiles each)."""
+    kept, other = [], {}
+    for launch in launches:
+        name = launch.placed[0].run.chip.name if launch.placed else chip.name
+        if name == chip.name:
+            kept.append(launch)
+        else:
+            other[name] = other.get(name, 0) + 1
+    notes = [f"{n} nki.simulate launch{'es' if n > 1 else ''} on {name} left out: this profile is of "
+             f"{chip.name} (profile both with --chip {chip.name},{name})"
+             for name, n in sorted(other.items())]
+    return kept, notes
 
 
 def _combine(summaries: list[dict], chip) -> dict:

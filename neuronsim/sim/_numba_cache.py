@@ -18,11 +18,13 @@ from typing import Iterator
 
 import numba
 
+from neuronsim import env
+
 _SIM_DIR = Path(__file__).parent
-_CACHE_ROOT_ENV = "NEURON_SIM_CACHE_DIR"
 
 
-def _sources_hash() -> str:
+def sources_hash() -> str:
+    """What the cache is keyed by: Numba's version and every source file of ``neuronsim/sim``."""
     h = hashlib.sha256(numba.__version__.encode())
     for path in sorted(_SIM_DIR.rglob("*.py")):
         h.update(str(path.relative_to(_SIM_DIR)).encode())
@@ -31,15 +33,20 @@ def _sources_hash() -> str:
 
 
 def cache_root() -> Path:
-    root = os.environ.get(_CACHE_ROOT_ENV)
+    root = os.environ.get(env.NEURON_SIM_CACHE_DIR)
     if root:
         return Path(root)
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "neuronsim" / "numba"
 
 
+def cache_dir() -> Path:
+    """The directory this version of the simulator caches its machine code in."""
+    return cache_root() / sources_hash()
+
+
 def _prepare_dir() -> Path:
     root = cache_root()
-    target = root / _sources_hash()
+    target = cache_dir()
     try:
         target.mkdir(parents=True, exist_ok=True)
         for old in root.iterdir():  # older source versions will never be used again

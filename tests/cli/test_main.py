@@ -12,11 +12,11 @@ from neuronsim import env
 def test_top_level_help_lists_every_command():
     result = neuronsim("--help")
     assert result.returncode == 0, result.stderr
-    for command in ("run", "profile", "view", "info"):
+    for command in ("run", "profile", "view", "info", "warmup"):
         assert command in result.stdout
 
 
-@pytest.mark.parametrize("command", ["run", "profile", "view", "info"])
+@pytest.mark.parametrize("command", ["run", "profile", "view", "info", "warmup"])
 def test_each_command_has_help(command):
     result = neuronsim(command, "--help")
     assert result.returncode == 0, result.stderr

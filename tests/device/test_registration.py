@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -41,6 +42,15 @@ def test_enable_is_idempotent():
     neuronsim.enable()
     assert registration.is_registered()
     assert registration.owner_of_privateuse1() == "neuronsim"
+
+
+def test_enable_before_import_torch_with_neuron_sim_set():
+    """enable() imports torch, whose autoload (NEURON_SIM=1) registers the device: no re-entry."""
+    code = "import neuronsim; neuronsim.enable(); import torch; print(torch.ones(2, device='neuron').device)"
+    env = dict(os.environ, NEURON_SIM="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "neuron:0"
 
 
 def test_import_neuronsim_does_not_import_torch():

@@ -11,7 +11,7 @@ import torch
 from kernel_checks import assert_matches_cpu, ran_natively
 
 import neuronsim
-from neuronsim.kernels import registry
+from neuronsim.device import native
 from neuronsim.sim.ir import Memory
 
 OP = "aten::arange.start_out"
@@ -75,7 +75,7 @@ def test_fractional_steps_match_cpu(start, end, step, dtype):
 
 
 def test_a_length_is_traced_once_and_a_new_length_works():
-    cache = registry.entries(OP)
+    cache = native.entries(OP)
     torch.arange(1000, device="neuron")
     before = len(cache)
     for _ in range(3):
@@ -86,11 +86,11 @@ def test_a_length_is_traced_once_and_a_new_length_works():
 
 
 def test_simulated_time_grows_with_the_bytes_written():
-    cache = registry.entries(OP)
+    cache = native.entries(OP)
     times = {}
     for n in (1 << 10, 1 << 21):
         torch.arange(n, dtype=torch.float32, device="neuron")
-        (entry,) = [e for k, e in cache.items() if not registry.is_declined(e)
+        (entry,) = [e for k, e in cache.items() if not native.is_declined(e)
                     and e.output_specs[0][0] == (n,) and e.output_specs[0][2] is torch.float32]
         times[n] = entry.duration_ns
         accesses = [(ap.tensor.memory, w) for ins in entry.program.instructions for ap, w in ins.accesses()]

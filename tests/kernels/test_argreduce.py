@@ -13,7 +13,7 @@ import torch
 from kernel_checks import DTYPES, ran_natively
 
 import neuronsim.kernels.argreduce as argreduce
-from neuronsim.kernels import registry
+from neuronsim.device import native
 
 aten = torch.ops.aten
 
@@ -142,7 +142,7 @@ def test_spread_with_chunked_segments(monkeypatch):
     monkeypatch.setattr(argreduce, "CHUNK", 64)
     names = ("aten::max.dim", "aten::min.dim", "aten::argmax.default", "aten::argmin.default")
     for name in names:
-        registry.entries(name).clear()
+        native.entries(name).clear()
     try:
         x = _x((3, 20_011), seed=17, ties=True)
         assert _scheme(x, 1) == "spread"
@@ -151,7 +151,7 @@ def test_spread_with_chunked_segments(monkeypatch):
         _all_four(x, 1)
     finally:
         for name in names:
-            registry.entries(name).clear()  # the next tests trace with the real CHUNK
+            native.entries(name).clear()  # the next tests trace with the real CHUNK
 
 
 def test_float16():
@@ -271,13 +271,13 @@ def test_zero_dim_and_size_one():
 
 
 def _native_ns(name: str) -> float:
-    (entry,) = [e for e in registry.entries(name).values() if not registry.is_declined(e)]
+    (entry,) = [e for e in native.entries(name).values() if not native.is_declined(e)]
     return entry.prepared.timeline.total_ns
 
 
 def test_simulated_time_scales_with_bytes():
     def time_of(shape):
-        registry.entries("aten::argmax.default").clear()
+        native.entries("aten::argmax.default").clear()
         _x(shape).to("neuron").argmax(-1)
         return _native_ns("aten::argmax.default")
 
@@ -286,10 +286,10 @@ def test_simulated_time_scales_with_bytes():
 
 
 def test_spread_is_faster_than_one_partition():
-    registry.entries("aten::argmax.default").clear()
+    native.entries("aten::argmax.default").clear()
     _x((1, 60_000)).to("neuron").argmax(-1)
     spread = _native_ns("aten::argmax.default")
-    registry.entries("aten::argmax.default").clear()
+    native.entries("aten::argmax.default").clear()
     old = argreduce.SPREAD_OVERHEAD
     argreduce.SPREAD_OVERHEAD = 10**9  # rows: one partition
     try:
@@ -297,7 +297,7 @@ def test_spread_is_faster_than_one_partition():
         rows = _native_ns("aten::argmax.default")
     finally:
         argreduce.SPREAD_OVERHEAD = old
-        registry.entries("aten::argmax.default").clear()
+        native.entries("aten::argmax.default").clear()
     assert spread * 4 < rows, (spread, rows)
 
 

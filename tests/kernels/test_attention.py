@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from kernel_checks import DTYPES, ran_natively
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from neuronsim.device import clock, dispatch
-from neuronsim.kernels import op_overload, registry
+from neuronsim.device import clock, dispatch, native
+from neuronsim.kernels import op_overload
 
 FWD = "aten::_scaled_dot_product_fused_attention_overrideable"
 BWD = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
@@ -184,7 +184,7 @@ def test_the_fused_kernel_beats_the_math_path_and_keeps_scores_off_hbm():
     assert not ran_natively(FWD) and ran_natively("aten::bmm")
     assert fused < math_path / 2
     for name in (FWD, BWD):
-        entries = [e for e in registry.entries(name + ".default").values() if not registry.is_declined(e)]
+        entries = [e for e in native.entries(name + ".default").values() if not native.is_declined(e)]
         entry = next(e for e in entries if e.output_specs[0][0] == (1, 2, T, 64))
         # every HBM tensor of the Program is an operand, each smaller than one head's scores
         assert max(math.prod(t.shape) for t in entry.program.hbm_tensors()) < T * T
@@ -194,8 +194,8 @@ def test_cost_scales_with_the_sequence():
     def fwd_ns(T):
         q = torch.randn(1, 1, T, 64, device="neuron")
         F.scaled_dot_product_attention(q, q, q)
-        entries = registry.entries(FWD + ".default").values()
-        return next(e for e in entries if not registry.is_declined(e) and e.output_specs[0][0][2] == T
+        entries = native.entries(FWD + ".default").values()
+        return next(e for e in entries if not native.is_declined(e) and e.output_specs[0][0][2] == T
                     ).prepared.timeline.total_ns
 
     small, large = fwd_ns(128), fwd_ns(512)

@@ -46,9 +46,9 @@ def test_subset_pass_rate_and_native_ops():
     native = [r for r in summary.rows if r.native]
     assert len(native) >= len(summary.rows) // 2, summary.report()
     # A native row names the kernels that ran; every one is a registered native kernel.
-    from neuronsim.kernels.registry import PLANNERS
+    from neuronsim.kernels.registry import TABLE
 
-    names = {n.removesuffix(".default") for n in PLANNERS}
+    names = {n.removesuffix(".default") for n in TABLE}
     assert all(set(r.native_ops.split(";")) <= names for r in native)
     assert len(summary.native_ops_passed()) >= 15
 

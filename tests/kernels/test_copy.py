@@ -6,7 +6,7 @@ import pytest
 import torch
 from kernel_checks import assert_matches_cpu
 
-from neuronsim.kernels import registry
+from neuronsim.device import native
 
 
 def test_contiguous_of_transposes_and_permutes():
@@ -22,13 +22,13 @@ def test_attention_head_permutes_are_a_few_large_dmas():
     """[B, T, H, D] <-> [B, H, T, D]: outer dims fold into each DMA's access pattern."""
     x = torch.randn(3, 16, 5, 16)  # a shape no other test copies: its signatures are traced here
     d = x.to("neuron")
-    cache = registry.entries("aten::copy_.default")
+    cache = native.entries("aten::copy_.default")
     before = set(cache)
     for got, expected in ((d.transpose(1, 2).contiguous(), x.transpose(1, 2).contiguous()),
                           (d.transpose(1, 2).contiguous().transpose(1, 2).contiguous(), x)):
         assert_matches_cpu(got, expected)
     new = [e for k, e in cache.items() if k not in before]
-    assert new and not any(registry.is_declined(e) for e in new)
+    assert new and not any(native.is_declined(e) for e in new)
     for entry in new:
         dmas = [i for i in entry.program.instructions if "DMA" in i.opcode.name]
         assert len(dmas) == 1  # 16 partitions x (B, H, D) = 240 elements each: one 15 KiB transfer

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from kernel_checks import DTYPES, ran_natively
 
-from neuronsim.kernels import registry
+from neuronsim.device import native
 from neuronsim.options import options
 
 aten = torch.ops.aten
@@ -68,8 +68,8 @@ def test_manual_seed_repeats_the_masks_and_successive_calls_differ():
     assert not torch.equal(first[0], first[1]) and not torch.equal(first[1], first[2])
     torch.manual_seed(1235)
     assert not torch.equal(_dropout(x, 0.5)[1], first[0])
-    entries = [e for e in registry.entries("aten::native_dropout.default").values()
-               if not registry.is_declined(e) and e.signature == ((torch.float32, x.shape),)]
+    entries = [e for e in native.entries("aten::native_dropout.default").values()
+               if not native.is_declined(e) and e.signature == ((torch.float32, x.shape),)]
     assert len(entries) == 1, "one Program for every call of a signature (the seed is a runtime operand)"
 
 
@@ -146,8 +146,8 @@ def test_device_time_scales_with_bytes():
     fewer bytes than fp32."""
     def ns(shape, dtype):
         aten.native_dropout(torch.empty(shape, dtype=dtype, device="neuron"), 0.1, True)
-        found = [e for k, e in registry.entries("aten::native_dropout.default").items()
-                 if not registry.is_declined(e) and e.signature == ((dtype, torch.Size(shape)),)]
+        found = [e for k, e in native.entries("aten::native_dropout.default").items()
+                 if not native.is_declined(e) and e.signature == ((dtype, torch.Size(shape)),)]
         return found[0].prepared.timeline.total_ns
     small, big = ns((256, 512), torch.float32), ns((1024, 1024), torch.float32)
     assert 4 < big / small < 10

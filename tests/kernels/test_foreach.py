@@ -7,7 +7,7 @@ import torch
 from kernel_checks import DTYPES, ran_natively, tolerance
 
 import neuronsim.kernels.foreach  # noqa: F401  (registers the real kernels)
-from neuronsim.kernels import registry
+from neuronsim.device import native
 
 SHAPES = [(3, 5), (130, 7), (1000,), (2, 3, 4)]
 
@@ -108,7 +108,7 @@ def test_a_device_scalar_tensor_scales_every_tensor():
 def test_runtime_scalars_reuse_one_program():
     a = tensors(torch.float32)
     da = on_device(a)
-    cache = registry.entries("aten::_foreach_addcdiv_.ScalarList")
+    cache = native.entries("aten::_foreach_addcdiv_.ScalarList")
     b, c = tensors(torch.float32, seed=4), tensors(torch.float32, positive=True, seed=5)
     db, dc = on_device(b), on_device(c)
     torch._foreach_addcdiv_(da, db, dc, [0.0] * len(a))
@@ -139,12 +139,6 @@ def test_mixed_dtypes_fall_back_and_match():
     torch._foreach_add_(a, b)
     assert not ran_natively("aten::_foreach_add_.List")
     assert_lists_match(da, a, torch.float32)
-
-
-def test_unknown_runtime_argument_is_a_registration_error():
-    op = torch.ops.aten._foreach_mul_.Scalar
-    with pytest.raises(ValueError, match="not in its schema"):
-        registry.NativeOp(op, lambda call: None, runtime=("lr",))
 
 
 @pytest.mark.parametrize("name", ["AdamW", "SGD"])

@@ -8,7 +8,7 @@ from kernel_checks import DTYPES, ran_natively, tolerance
 
 import neuronsim
 import neuronsim.kernels.optim  # noqa: F401  (registers the real kernels)
-from neuronsim.kernels import registry
+from neuronsim.device import native
 
 # odd sizes, a 0-dim and a 1-element param, one past a full [128, 2048] tile
 SHAPES = [(33, 7), (130,), (), (1,), (129, 2049)]
@@ -79,12 +79,12 @@ def test_five_steps_match_cpu(dtype, name, config):
 
 
 def entries_of(name):
-    return [e for e in registry.entries(name).values() if not registry.is_declined(e)]
+    return [e for e in native.entries(name).values() if not native.is_declined(e)]
 
 
 def test_one_program_serves_every_step_and_learning_rate():
     params = make_params(torch.float32, shapes=[(17, 3), (250,)], seed=2)
-    cache = registry.entries("aten::_fused_adamw_.default")
+    cache = native.entries("aten::_fused_adamw_.default")
     sizes = []
 
     def halve_lr(device, optimizer, step):  # a schedule: a new lr (and step count) every step
@@ -102,7 +102,7 @@ def test_a_host_lr_tensor_runs_the_float_programs():
     """``lr=torch.tensor(...)`` stays on the host (``_fused_adam`` moves only a device lr), so the
     ``tensor_lr`` overload arrives with a CPU lr: it is the float overload's runtime value."""
     params = make_params(torch.bfloat16, shapes=[(40, 5), (7,)], seed=4)
-    cache = registry.entries("aten::_fused_adam_.default")
+    cache = native.entries("aten::_fused_adam_.default")
     sizes = []
 
     def set_lr(device, optimizer, step):  # what a tensor-lr schedule does: the tensor in place

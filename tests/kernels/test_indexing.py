@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from kernel_checks import DTYPES, assert_matches_cpu, ran_natively
 
 import neuronsim.kernels.indexing  # noqa: F401  (registers the real kernels)
-from neuronsim.kernels import registry
+from neuronsim.device import native
 
 aten = torch.ops.aten
 EXACT = {"rtol": 0, "atol": 0}
@@ -19,8 +19,8 @@ def _dev(*ts):
 
 
 def _native_ns(name: str, shape) -> float:
-    (entry,) = [e for e in registry.entries(name).values()
-                if not registry.is_declined(e) and e.output_specs[0][0] == tuple(shape)]
+    (entry,) = [e for e in native.entries(name).values()
+                if not native.is_declined(e) and e.output_specs[0][0] == tuple(shape)]
     return entry.prepared.timeline.total_ns
 
 

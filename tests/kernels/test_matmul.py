@@ -7,6 +7,7 @@ import torch
 from kernel_checks import DTYPES, ran_natively
 
 from neuronsim.device import settings
+from neuronsim.device.native.op import NativeOp
 from neuronsim.kernels import matmul, registry
 
 aten = torch.ops.aten
@@ -48,7 +49,7 @@ def test_other_scalings_and_dtypes_fall_back():
 
 def _entry(op, *args):
     """Trace and schedule ``op`` on ``args`` without running it."""
-    return registry.NativeOp(op, registry.PLANNERS[f"{op.name()}.default"])._build(args, {})
+    return NativeOp(op, registry.TABLE[f"{op.name()}.default"].planner)._build(args, {})
 
 
 def test_a_large_bf16_mm_is_tensor_engine_bound():

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from kernel_checks import DTYPES, assert_matches_cpu, ran_natively, tolerance
 
 import neuronsim.kernels.reduction as reduction
-from neuronsim.kernels import registry
+from neuronsim.device import native
 from neuronsim.kernels.reduction import Reduction, plan_layout
 from neuronsim.sim.ir import AluOp
 
@@ -180,13 +180,13 @@ def test_bias_gradient_is_native():
 
 
 def _native_ns(name: str) -> float:
-    (entry,) = [e for e in registry.entries(name).values() if not registry.is_declined(e)]
+    (entry,) = [e for e in native.entries(name).values() if not native.is_declined(e)]
     return entry.prepared.timeline.total_ns
 
 
 def test_simulated_time_scales_with_bytes():
     def time_of(shape, dims):
-        registry.entries("aten::sum.dim_IntList").clear()
+        native.entries("aten::sum.dim_IntList").clear()
         _x(shape).to("neuron").sum(dims)
         return _native_ns("aten::sum.dim_IntList")
 
@@ -243,12 +243,12 @@ def test_prod_matches_cpu(dtype):
     tol = {"rtol": 1e-4, "atol": 1e-7} if dtype == torch.float32 else tolerance(dtype)
     # ATen-CPU rounds every partial product of a bf16 prod to bf16; the kernel keeps fp32 and
     # rounds once, so bf16 results are compared with the fp32 product, rounded.
-    for fn, native in [(lambda t: t.prod(1), "aten::prod.dim_int"),
+    for fn, op_name in [(lambda t: t.prod(1), "aten::prod.dim_int"),
                        (lambda t: t.prod(0, keepdim=True), "aten::prod.dim_int"),
                        (lambda t: t[:3, :30].prod(), "aten::prod")]:
         torch.neuron.clear_op_tracking()
         got = fn(x.to("neuron"))
-        assert ran_natively(native) and torch.neuron.get_fallback_ops() == []
+        assert ran_natively(op_name) and torch.neuron.get_fallback_ops() == []
         assert_matches_cpu(got, fn(x.float()).to(dtype), **tol)
 
 

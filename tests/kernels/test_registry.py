@@ -1,139 +1,34 @@
-"""The framework: registration, the per-signature cache, declines, in-place aliasing, the clock's
-records, fast numerics and the HBM ledger."""
+"""What the families declare (neuronsim/kernels/registry.py): the table their @native decorators
+fill, and the manifest generated from it."""
 
 from __future__ import annotations
 
-import importlib
+from pathlib import Path
 
-import pytest
-import torch
-
-import neuronsim
-from neuronsim import kernels
-from neuronsim.device import clock, dispatch, hbm
-from neuronsim.kernels import registry
-from neuronsim.profiler import from_clock_events
-from neuronsim.profiler.summary import device_summary
-from neuronsim.sim.chips import get_chip
-
-aten = torch.ops.aten
+from neuronsim.kernels import manifest, registry
 
 
-def test_the_manifest_names_exactly_the_ops_each_family_registers():
-    for module, names in kernels.FAMILIES.items():
-        importlib.import_module(module)
+def test_the_manifest_is_the_one_the_decorators_give():
+    derived = registry.derive_manifest()
+    assert manifest.FAMILIES == derived, "stale manifest: run `python -m neuronsim.kernels`"
+    assert registry.render_manifest(derived) == Path(manifest.__file__).read_text()
+
+
+def test_each_table_entry_names_the_family_that_registered_it():
+    registry.derive_manifest()
+    for module, names in manifest.FAMILIES.items():
         for name in names:
-            kernel = dispatch.NATIVE_KERNELS[kernels.op_overload(name)]
-            assert isinstance(kernel, registry.NativeOp), name
-            assert kernel.planner.__module__ == module, name
-    listed = {n for names in kernels.FAMILIES.values() for n in names}
-    assert set(registry.PLANNERS) == listed
+            spec = registry.TABLE[name]
+            assert spec.family == module and spec.planner.__module__ == module, name
 
 
-def test_a_signature_is_traced_once_and_reused():
-    a = torch.randn(37, 5, device="neuron")
-    b = torch.randn(37, 5, device="neuron")
-    cache = registry.entries("aten::add.Tensor")
-    before = len(cache)
-    for _ in range(3):
-        a + b
-    assert len(cache) == before + 1
-    a[:, :3] + b[:, :3]  # other strides: another signature
-    assert len(cache) == before + 2
-    entry = next(e for e in cache.values() if not registry.is_declined(e) and e.output_specs[0][0] == (37, 5))
-    assert entry.traced.instructions > 0 and entry.prepared.timeline.total_ns > 0
+def test_the_table_holds_what_the_options_say():
+    registry.derive_manifest()
+    table = registry.TABLE
+    assert table["aten::native_dropout.default"].seeded
+    assert table["aten::_fused_sdp_choice.default"].answers
+    assert table["aten::_fused_adam_.tensor_lr"].redirect is not None
+    assert table["aten::_fused_adam_.default"].runtime == ("lr",)
+    plain = table["aten::add.Tensor"]
+    assert not (plain.seeded or plain.answers or plain.redirect or plain.runtime)
 
-
-def test_uncovered_signatures_fall_back_and_the_answer_is_cached():
-    x = torch.arange(12, dtype=torch.int16, device="neuron")  # no kernel covers 16-bit integers
-    torch.neuron.clear_op_tracking()
-    x + x
-    assert torch.neuron.get_fallback_ops() == ["aten::add.Tensor"]
-    declined = [e for e in registry.entries("aten::add.Tensor").values() if registry.is_declined(e)]
-    assert declined
-
-
-def test_invalid_arguments_raise_torchs_own_error():
-    with pytest.raises(RuntimeError, match="must match the size"):
-        torch.ones(3, device="neuron") + torch.ones(4, device="neuron")
-
-
-def test_in_place_ops_write_self_and_handle_self_aliases():
-    base = torch.randn(64, 33)
-    x = base.to("neuron")
-    y = x.add_(x)
-    assert y is x
-    torch.testing.assert_close(x.cpu(), base + base)
-    expected = x.cpu()
-    expected[:, 1:].add_(expected[:, :-1])
-    torch.neuron.clear_op_tracking()
-    x[:, 1:].add_(x[:, :-1])  # reads what it writes through another view: the host computes it
-    assert torch.neuron.get_fallback_ops() == ["aten::add_.Tensor"]
-    assert torch.equal(x.cpu(), expected)
-
-
-def test_native_ops_charge_their_schedule_and_launch_to_the_clock():
-    chip = get_chip("trn2")
-    a = torch.randn(256, 128, device="neuron")
-    device_clock = clock.clock(0)
-    before = len(device_clock.events())
-    start = device_clock.now_ns
-    a * a
-    records = device_clock.events()[before:]
-    assert [(r.kind, r.native) for r in records] == [("launch", True), ("kernel", True)]
-    launch, kernel = records
-    assert launch.duration_ns == chip.kernel_launch_overhead_ns
-    prepared = kernel.kernel
-    assert kernel.duration_ns == prepared.timeline.total_ns
-    assert kernel.bytes == 3 * a.nbytes
-    assert kernel.wall_ns is not None and kernel.engine_busy_ns["vector"] > 0
-    assert device_clock.now_ns - start == pytest.approx(launch.duration_ns + kernel.duration_ns)
-    ops = from_clock_events(records)
-    assert len(ops) == 1 and ops[0].kernel is not None and ops[0].kernel.program is prepared.program
-    summary = device_summary(ops, chip)
-    assert summary["vector_engine_active_time"] > 0 and summary["kernel_launch_time"] > 0
-    assert clock.all_clocks()[0] is device_clock
-
-
-def test_outputs_are_charged_to_the_hbm_ledger():
-    a = torch.randn(1024, 256, device="neuron")
-    ledger = hbm.ledger(0)
-    before = ledger.allocated_bytes
-    c = a + a
-    assert ledger.allocated_bytes == before + c.nbytes
-    del c
-
-
-def test_fast_numerics_keep_the_programs_time_and_give_atens_values():
-    base = torch.randn(200, 300)
-    a = base.to("neuron")
-    device_clock = clock.clock(0)
-
-    def timed():
-        before = len(device_clock.events())
-        out = a.exp()
-        return out, [r.duration_ns for r in device_clock.events()[before:]]
-
-    exact, exact_times = timed()
-    with neuronsim.options(numerics="fast"):
-        fast, fast_times = timed()
-    assert fast_times == exact_times
-    assert torch.equal(fast.cpu(), base.exp())
-    torch.testing.assert_close(exact.cpu(), base.exp())
-    assert torch.neuron.get_fallback_ops() == []
-
-
-def test_the_reference_executor_gives_the_same_bits():
-    a = torch.randn(130, 70, device="neuron")
-    b = torch.randn(70, device="neuron")
-    numba = (a * b).cpu()
-    with neuronsim.options(executor="reference"):
-        reference = (a * b).cpu()
-    assert torch.equal(numba, reference)
-
-
-def test_same_inputs_same_bits_and_times():
-    torch.manual_seed(0)
-    a = torch.randn(300, 90, device="neuron")
-    runs = [(torch.tanh(a) - a * 0.5).cpu() for _ in range(2)]
-    assert torch.equal(runs[0], runs[1])

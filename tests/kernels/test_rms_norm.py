@@ -10,7 +10,7 @@ from kernel_checks import DTYPES, assert_matches_cpu, ran_natively
 
 from neuronsim.device import clock
 from neuronsim.device.dispatch import execute
-from neuronsim.kernels.registry import entries, is_declined
+from neuronsim.device.native import entries, is_declined
 
 aten = torch.ops.aten
 FWD, BWD = "aten::_fused_rms_norm", "aten::_fused_rms_norm_backward"

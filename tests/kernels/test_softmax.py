@@ -7,7 +7,7 @@ import torch
 from kernel_checks import DTYPES, assert_matches_cpu, ran_natively
 
 import neuronsim.kernels.softmax  # noqa: F401  (registers the real kernels)
-from neuronsim.kernels import registry
+from neuronsim.device import native
 
 FUNCS = {"aten::_softmax": torch.softmax, "aten::_log_softmax": torch.log_softmax}
 SHAPES = [
@@ -78,8 +78,8 @@ def test_streamed_rows_load_three_times_resident_once():
     for n, loads_per_row in ((1000, 1), (30000, 3 * 8)):  # 30000 columns: 8 chunks of 4096
         x = torch.randn(4, n).to("neuron")
         torch.softmax(x, -1)
-        entry = next(e for k, e in registry.entries("aten::_softmax.default").items()
-                     if not registry.is_declined(e) and (torch.float32, torch.Size([4, n]), (n, 1)) in k[2])
+        entry = next(e for k, e in native.entries("aten::_softmax.default").items()
+                     if not native.is_declined(e) and (torch.float32, torch.Size([4, n]), (n, 1)) in k[2])
         loads = [i for i in entry.program.instructions
                  if "DMA" in i.opcode.name and i.dst.memory.name == "SBUF"]
         assert len(loads) == loads_per_row

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from neuronsim.profiler.events import DeviceOpEvent
-from neuronsim.profiler.lane import add_device_lane, install_export_hook
+from neuronsim.profiler.lane import add_device_lane, install_export_hook, merge_trace_text
 from neuronsim.profiler.validate import check_trace
 
 torch = pytest.importorskip("torch")
@@ -141,3 +141,28 @@ def test_host_track_is_capped_and_names_devices_when_several():
     assert [e["args"]["device"] for e in drawn[:4]] == [0, 1, 0, 1]  # interleaved in issue order
     assert aggregated and sum(e["args"]["aggregated_ops"] for e in aggregated) == 200
     assert aggregated[-1]["ts"] + aggregated[-1]["dur"] == pytest.approx(301.0, abs=1e-9)
+
+
+def test_merged_device_processes_move_off_the_pids_torch_names_for_gpu_lanes():
+    """With ProfilerActivity.PrivateUse1 torch.profiler names pids 0-15 "python" ("GPU i"): the
+    device lane must not share a pid (and so a name) with them."""
+    host = {"traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        {"ph": "M", "name": "process_name", "pid": 77, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 77, "tid": 77, "args": {"name": "thread 77"}},
+        {"ph": "X", "name": "aten::mm", "pid": 77, "tid": 77, "ts": 1.0, "dur": 2.0, "cat": "cpu_op"}],
+        "displayTimeUnit": "ms"}
+    device = {"traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "neuron:0 NeuronCore"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 1, "args": {"name": "Device ops"}},
+        {"ph": "X", "name": "aten::mm", "pid": 0, "tid": 1, "ts": 3.0, "dur": 1.0, "cat": "kernel"}]}
+    merged = json.loads(merge_trace_text(json.dumps(host), device))
+    check_trace(merged)
+    names: dict = {}
+    for e in merged["traceEvents"]:
+        if e.get("name") == "process_name":
+            names.setdefault(e["pid"], set()).add(e["args"]["name"])
+    assert names == {0: {"python"}, 77: {"python"}, 1000: {"neuron:0 NeuronCore"}}
+    device_slices = [e for e in merged["traceEvents"] if e.get("cat") == "kernel"]
+    assert [e["pid"] for e in device_slices] == [1000]

@@ -4,7 +4,8 @@ import subprocess
 import sys
 
 MODULES = ["neuronsim.profiler", "neuronsim.profiler.report", "neuronsim.profiler.html",
-           "neuronsim.profiler.session", "neuronsim.profiler.validate"]
+           "neuronsim.profiler.session", "neuronsim.profiler.validate", "neuronsim.profiler.compare",
+           "neuronsim.profiler.compare_html", "neuronsim.profiler.timeline_model"]
 
 
 def test_profiler_imports_neither_torch_nor_the_simulator():

@@ -94,6 +94,7 @@ def test_html_report_is_self_contained():
     page = render_html(doc, trace)
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2
     assert "http://" not in page and "https://" not in page and "<script src" not in page
+    assert page.count("</script>") == page.count("<script")  # the inlined code never ends its element early
     drawn = {e["tid"] for e in trace["traceEvents"] if e["ph"] == "X"}
     for e in trace["traceEvents"]:
         if e["ph"] == "M" and e["name"] == "thread_name" and e["tid"] in drawn:

@@ -1,0 +1,262 @@
+"""A cached native op's entry for one signature, and running it.
+
+Running an entry (:meth:`Entry.run`) binds the device tensors as the Program's HBM tensors in
+place (their data pointers; see ``operands.py``), allocates fresh outputs through the device's
+allocator (the HBM ledger sees them), executes with the Numba executor — or, with
+``NEURON_SIM_NUMERICS=fast``, lets ATen-CPU compute the values through a host call specialised
+to the entry's signature — and charges the Program's schedule to the device clock with its launch
+overhead, FLOPs, engine busy times and the Prepared. What a run needs is derived once per entry
+(``build.py``), so the cached path only indexes.
+
+``out=`` ops (``arange.start_out``) run like functional ops whose outputs are the caller's ``out``
+tensors: the key holds their shapes before the call, the meta kernel gives the shapes after it, and
+each run resizes ``out`` to those as ATen's ``resize_output`` does (the device's ``resize_``; a
+non-empty one with its deprecation warning) before the Program writes it. An ``out`` of the right
+number of elements but another shape (ATen-CPU's ``arange`` keeps it, its meta kernel does not)
+and an ``out`` overlapping an input run on the host.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from neuronsim import sim
+from neuronsim.device import clock, memory
+from neuronsim.device.host import host_runner, run_on_host
+from neuronsim.device.memory import host_view
+from neuronsim.device.native.operands import bind_arrays, disjoint, overlaps
+from neuronsim.device.schema import OpPlan
+from neuronsim.kernels.registry import Ref
+from neuronsim.options import current as current_options
+from neuronsim.sim import execute_numba
+from neuronsim.sim.memory.state import core_memory
+
+Tensor = torch.Tensor
+InputPosition = tuple[int, str, "int | None"]  # (argument position, name, list element or None)
+_KEYWORD = 10_000  # positions from here on are keyword arguments (looked up by name)
+_ROLES = {"in": 0, "out": 1, "rt": 2}
+
+DECLINED = object()  # a signature no kernel covers: the host runs it
+_UNBUILT = object()
+
+
+@dataclass
+class Entry:
+    """One signature's traced, scheduled Program and everything a call of it needs."""
+
+    op: torch._ops.OpOverload
+    plan: OpPlan
+    name: str
+    input_positions: tuple[InputPosition, ...]  # where each input tensor is in (args, kwargs)
+    output_specs: tuple[tuple[tuple, tuple, torch.dtype], ...]  # fresh outputs: size, stride, dtype
+    operand_refs: tuple[Ref, ...]  # the distinct operands, in the kernel's argument order
+    traced: object
+    prepared: sim.Prepared
+    hbm_slots: tuple[tuple[int, int], ...]  # (Program tensor id, operand index)
+    fixed_arrays: dict[int, np.ndarray]  # Program tensor id -> constant or scratch array
+    flops: float
+    engine_busy_ns: dict[str, float]
+    bytes: int
+    written: int = 0  # in-place ops: the first ``written`` inputs (``self``, or its elements) are the outputs
+    runtime: tuple[tuple[int, str, object], ...] = ()  # (position, name, default) of runtime scalars
+    returns_list: bool = False  # the op returns ``Tensor[]``
+    admit: Callable[[list[Tensor]], bool] | None = None  # see Launch.admit
+    disjoint_writes: bool = False  # see Launch.disjoint_writes
+    result: Callable[[list[Tensor]], object] | None = None  # see Launch.result
+    signature: tuple = ()  # (dtype, shape) of each input: what the clock records (fixed by the key)
+    output_bytes: tuple[int, ...] = ()  # storage bytes of each fresh output
+    # ``out=`` ops: where each ``out`` tensor is, and which of them each result returns
+    out_positions: tuple[InputPosition, ...] = ()
+    out_returns: tuple[int, ...] = ()
+    _bases: tuple | None = None  # (core memory, template bases) for the calling thread's core
+
+    def __post_init__(self):
+        # What every run needs, derived once: the per-call path only indexes.
+        self.duration_ns = self.prepared.timeline.total_ns
+        self._gather = _gatherer(self.input_positions)
+        self._operand_sel = tuple((_ROLES[r.role], r.index) for r in self.operand_refs)
+        self._fresh = tuple((size, stride, dtype, nbytes) for (size, stride, dtype), nbytes
+                            in zip(self.output_specs, self.output_bytes, strict=True))
+        # fast numerics: the host call specialised to this signature's layout (built at first use)
+        self._host_runner = _UNBUILT
+        self._varying = frozenset(pos for pos, _, _ in self.runtime)
+        self._check = self._per_call_check()
+
+    def _per_call_check(self):
+        """The check of a call's input values (None: the signature decides everything)."""
+        admit, written = self.admit, self.written
+        if not self.disjoint_writes:
+            return None if admit is None else lambda inputs: admit(HostViews(inputs))
+        if admit is None:
+            return lambda inputs: disjoint(inputs[:written])
+        return lambda inputs: disjoint(inputs[:written]) and admit(HostViews(inputs))
+
+    @property
+    def program(self):
+        return self.prepared.program
+
+    def base_template(self) -> np.ndarray:
+        prep = self.prepared
+        core = core_memory(prep.chip)
+        cached = self._bases
+        if cached is not None and cached[0] is core:
+            return cached[1]
+        bases = core.executor_bases(prep.program, prep.placement, self.fixed_arrays)
+        self._bases = (core, bases)
+        return bases
+
+    def run(self, args: tuple, kwargs: dict, opts=None):
+        if opts is None:
+            opts = current_options()
+        if self.out_positions:
+            return self._run_out(args, kwargs, opts)
+        fast = opts.numerics == "fast" and self.result is None
+        if fast and self._check is None:  # the host reads the arguments itself: only the device is needed
+            pos, name, element = self.input_positions[0]
+            first = args[pos] if pos < len(args) else kwargs[name]
+            inputs = [first if element is None else first[element]]
+        else:
+            inputs = self._gather(args, kwargs)
+            if self._check is not None and not self._check(inputs):
+                return NotImplemented  # the chokepoint runs this call on the host
+        index = inputs[0].get_device()
+        if fast:
+            runner = self._host_runner
+            if runner is _UNBUILT:
+                runner = self._host_runner = host_runner(self.plan, args, kwargs, self._varying)
+            if runner is not None:
+                result = runner(args, kwargs, index)
+            else:
+                result = run_on_host(self.plan, args, kwargs, charge=False)
+        else:
+            outputs = self._outputs(inputs, index)
+            self._execute(inputs, outputs, args, kwargs, opts)
+            result = self._result(args, outputs)
+        self._charge(index)
+        return result
+
+    def _run_out(self, args: tuple, kwargs: dict, opts):
+        """An ``out=`` op: resize the ``out`` tensors as the meta kernel did, then write them."""
+        inputs = self._gather(args, kwargs)
+        if self._check is not None and not self._check(inputs):
+            return NotImplemented
+        outs = gather_inputs(self.out_positions, args, kwargs)
+        index = outs[0].get_device()
+        if opts.numerics == "fast":
+            run_on_host(self.plan, args, kwargs, charge=False)  # resizes the outs itself
+        else:
+            for o, (size, stride, _) in zip(outs, self.output_specs, strict=True):
+                if o.shape != size:  # ATen's resize_output
+                    if o.numel():
+                        warnings.warn(f"An output with one or more elements was resized since it had "
+                                      f"shape {list(o.shape)}, which does not match the required output "
+                                      f"shape {list(size)}. This behavior is deprecated.", UserWarning,
+                                      stacklevel=3)
+                    o.resize_(size)
+                # (resized: an empty view's storage may already hold an input)
+                if o.stride() != stride or any(overlaps(o, t) for t in inputs):
+                    return NotImplemented  # the host computes it, with ATen's own overlap rules
+            self._execute(inputs, outs, args, kwargs, opts)
+        self._charge(index)
+        if len(self.out_returns) == 1:
+            return outs[self.out_returns[0]]
+        return tuple(outs[i] for i in self.out_returns) if self.out_returns else None
+
+    def _execute(self, inputs, outputs, args, kwargs, opts) -> None:
+        scalars = runtime_scalars(self.runtime, args, kwargs) if self.runtime else None
+        sources = (inputs, outputs, (scalars,))
+        operands = [sources[role][i] for role, i in self._operand_sel]
+        if opts.executor == "reference":
+            arrays = bind_arrays(self.program, self.hbm_slots, operands, self.fixed_arrays)
+            sim.run(self.program, arrays, self.prepared.chip, executor="reference")
+        else:
+            bases = self.base_template().copy()
+            for tid, k in self.hbm_slots:
+                bases[tid] = operands[k].data_ptr()
+            execute_numba.execute(self.prepared.itab, self.prepared.ftab, bases)
+
+    def _charge(self, index) -> None:
+        clock.clock(index).charge_kernel(
+            self.name,
+            self.signature,
+            self.duration_ns,
+            self.bytes,
+            kernel=self.prepared,
+            flops=self.flops,
+            engine_busy_ns=self.engine_busy_ns,
+        )
+
+    def _outputs(self, inputs, index) -> list[Tensor]:
+        if self.written:
+            return inputs[: self.written]
+        return [memory.empty_strided(size, stride, dtype, index, nbytes)
+                for size, stride, dtype, nbytes in self._fresh]
+
+    def _result(self, args, outputs):
+        if self.written:
+            return args[0] if self.plan.returns else None
+        if self.result is not None:
+            return self.result(outputs)
+        if self.returns_list:
+            return outputs
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+
+
+def _gatherer(positions: tuple[InputPosition, ...]):
+    """``gather_inputs`` for one entry's positions. A signature fixes how many arguments come
+    positionally (the key has one part per positional argument), so inputs that are whole
+    positional arguments are a plain index."""
+    if all(element is None and pos < _KEYWORD for pos, _, element in positions):
+        picks = tuple(pos for pos, _, _ in positions)
+        if len(picks) == 1:
+            (only,) = picks
+            return lambda args, kwargs: [args[only]]
+        return lambda args, kwargs: [args[p] for p in picks]
+    return functools.partial(gather_inputs, positions)
+
+
+def gather_inputs(positions: tuple[InputPosition, ...], args: tuple, kwargs: dict) -> list[Tensor]:
+    out = []
+    for pos, name, element in positions:
+        a = args[pos] if pos < len(args) else kwargs[name]
+        out.append(a if element is None else a[element])
+    return out
+
+
+def runtime_scalars(runtime: tuple[tuple[int, str, object], ...], args: tuple, kwargs: dict) -> Tensor:
+    """The call's runtime-scalar arguments as one fp32 vector (lists flattened, in argument order;
+    an argument left out takes its schema default)."""
+    values = []
+    for pos, name, default in runtime:
+        a = args[pos] if pos < len(args) else kwargs.get(name, default)
+        if isinstance(a, list | tuple):
+            values.extend(float(x) for x in a)
+        else:
+            values.append(float(a))
+    return torch.tensor(values, dtype=torch.float32)
+
+
+class HostViews:
+    """A call's inputs as ``Launch.admit`` reads them: CPU tensors over their bytes, each made when
+    asked for (a relabel per tensor, which most checks need for one or two inputs)."""
+
+    __slots__ = ("_inputs",)
+
+    def __init__(self, inputs: list[Tensor]):
+        self._inputs = inputs
+
+    def __len__(self) -> int:
+        return len(self._inputs)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [host_view(t) for t in self._inputs[i]]
+        return host_view(self._inputs[i])
