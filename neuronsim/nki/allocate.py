@@ -25,8 +25,9 @@ import bisect
 import heapq
 
 from neuronsim.errors import PsumCapacityError, SbufCapacityError
+from neuronsim.nki.buffer import Buffer
 from neuronsim.nki.spill import SpillFailure, fit_by_splitting
-from neuronsim.nki.tracing import Buffer, Trace
+from neuronsim.nki.trace import Trace
 from neuronsim.sim.ir import Memory
 
 MAX_ROTATION = 4  # deepest multi-buffering tried for affine_range tiles

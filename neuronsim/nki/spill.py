@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import bisect
 
-from neuronsim.nki.tracing import Buffer, NkiTensor, Trace
+from neuronsim.nki.buffer import Buffer
+from neuronsim.nki.tensor import TensorView
+from neuronsim.nki.trace import Trace
 from neuronsim.sim.ir import Engine, Memory, Opcode
 
 # How far ahead of its use a reload is issued, in instructions, as the compiler prefetches (a
@@ -52,12 +54,12 @@ def _rounded(nbytes: int, unit: int) -> int:
     return max(unit, -(-nbytes // unit) * unit)
 
 
-def _views(record) -> list[NkiTensor]:
+def _views(record) -> list[TensorView]:
     _, _, dst, srcs, _, _, _, _, dst2 = record
     return [v for v in (dst, *srcs, dst2) if v is not None]
 
 
-def _whole(v: NkiTensor) -> bool:
+def _whole(v: TensorView) -> bool:
     return v.offset == 0 and v.size == v.buf.size
 
 
@@ -66,7 +68,7 @@ class _Tile:
 
     __slots__ = ("buf", "uses", "next", "source", "piece", "addr", "size", "dirty", "scratch", "last")
 
-    def __init__(self, buf: Buffer, uses: list[int], source: NkiTensor | None, unit: int):
+    def __init__(self, buf: Buffer, uses: list[int], source: TensorView | None, unit: int):
         self.buf = buf
         self.uses = uses
         self.next = 0  # index into uses of the next use at or after the current record
@@ -75,7 +77,7 @@ class _Tile:
         self.addr = -1
         self.size = _rounded(buf.bytes_per_partition, unit)
         self.dirty = source is None
-        self.scratch: NkiTensor | None = None  # the HBM copy a spill stored
+        self.scratch: TensorView | None = None  # the HBM copy a spill stored
         self.last = -1  # the last record that used it so far
 
     def next_use_after(self, t: int) -> int:
@@ -89,7 +91,7 @@ def fit_by_splitting(trace: Trace, bufs: list[Buffer], unit: int, capacity: int)
     buffer's address. Returns the number of reloads inserted; raises :class:`SpillFailure`."""
     roots = {b.id for b in bufs}
     uses: dict[int, list[int]] = {b.id: [] for b in bufs}
-    sources: dict[int, NkiTensor | None] = {}
+    sources: dict[int, TensorView | None] = {}
     aliased = {b.alias_of.id for b in trace.buffers if b.alias_of is not None}
     for t, rec in enumerate(trace.records):
         for v in _views(rec):
@@ -205,8 +207,8 @@ def _piece(trace: Trace, buf: Buffer) -> Buffer:
     return piece
 
 
-def _on(piece: Buffer, v: NkiTensor) -> NkiTensor:
-    return NkiTensor(piece, v.offset, v.dims, v.ppair)
+def _on(piece: Buffer, v: TensorView) -> TensorView:
+    return type(v)(piece, v.offset, v.dims, v.ppair)  # the view's own class (nl.NkiTensor)
 
 
 def _rewritten(rec, tiles: dict[int, _Tile], roots: set[int]):
@@ -222,7 +224,7 @@ def _rewritten(rec, tiles: dict[int, _Tile], roots: set[int]):
 
 def _reload(trace: Trace, tile: _Tile, location):
     """Load ``tile``'s current piece from its HBM source (a clean copy) or its spill scratch."""
-    whole = NkiTensor.whole(tile.piece)
+    whole = TensorView.whole(tile.piece)
     src = tile.scratch if tile.source is None else tile.source
     return (Opcode.DMA_COPY, Engine.DMA, whole, (src,), {}, location, f"reload {tile.buf.name}",
             _spill_queue(trace), None)
@@ -234,9 +236,9 @@ def _spill_store(trace: Trace, tile: _Tile):
         scratch = trace.new_buffer(f"{tile.buf.name}.spill", Memory.HBM, tile.buf.shape, tile.buf.dtype,
                                    tile.buf.location)
         scratch.written = True
-        tile.scratch = NkiTensor.whole(scratch)
+        tile.scratch = TensorView.whole(scratch)
         tile.source = None
-    return (Opcode.DMA_COPY, Engine.DMA, tile.scratch, (NkiTensor.whole(tile.piece),), {}, tile.buf.location,
+    return (Opcode.DMA_COPY, Engine.DMA, tile.scratch, (TensorView.whole(tile.piece),), {}, tile.buf.location,
             f"spill {tile.buf.name}", _spill_queue(trace), None)
 
 

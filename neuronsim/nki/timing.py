@@ -18,7 +18,8 @@ It exists for kernels whose values are too costly to compute on a CPU (the fidel
 from __future__ import annotations
 
 from neuronsim.nki import profile as _profile
-from neuronsim.nki.kernel import TracedKernel, as_kernel
+from neuronsim.nki.kernel import as_kernel
+from neuronsim.nki.traced import TracedKernel
 from neuronsim.sim import api as sim_api
 
 

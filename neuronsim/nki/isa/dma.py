@@ -14,13 +14,14 @@ from neuronsim.nki.isa.enums import (
     engine,
     oob_mode,
 )
-from neuronsim.nki.tracing import NkiTensor, current_trace
+from neuronsim.nki.tensor import TensorView
+from neuronsim.nki.trace import current_trace
 from neuronsim.sim.ir import Engine, Memory, Opcode
 
 _UNKNOWN_DGE, _UNKNOWN = dge_mode.unknown, engine.unknown
 
 
-def _check_dma(fn: str, dst: NkiTensor, src: NkiTensor) -> None:
+def _check_dma(fn: str, dst: TensorView, src: TensorView) -> None:
     psum = Memory.PSUM
     if dst.buf.memory is not psum and src.buf.memory is not psum and dst.size == src.size:
         return
@@ -73,7 +74,7 @@ def dma_copy(
     ``dge_mode`` / ``engine`` choose who generates the descriptors and triggers the transfer:
     hardware DGE costs ~600 ns on the Scalar or Sync engine that triggers it (S18)."""
     fn = "dma_copy"
-    if type(dst) is not NkiTensor or type(src) is not NkiTensor:
+    if not isinstance(dst, TensorView) or not isinstance(src, TensorView):
         dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
     _check_dma(fn, dst, src)
     imm = {} if dge_mode is _UNKNOWN_DGE and engine is _UNKNOWN else _descriptor_imm(fn, dge_mode, engine)
