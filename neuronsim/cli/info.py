@@ -56,7 +56,8 @@ def info(chip: str, as_json: bool) -> int:
     )
     for col, style in (("key", "bold"), ("value", None), ("status", None), ("source", "dim")):
         table.add_column(col, style=style, overflow="fold")
-    colours = {"published": "green", "derived": "cyan", "fitted": "magenta", "assumed": "yellow", "computed": "blue"}
+    colours = {"published": "green", "derived": "cyan", "fitted": "magenta", "assumed": "yellow",
+               "computed": "blue"}
     for section in ("values", "derived"):
         for key, v in data[section].items():
             status = v["status"]

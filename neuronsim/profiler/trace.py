@@ -35,7 +35,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from neuronsim.profiler.events import COLLECTIVE, FALLBACK, KERNEL, TRANSFER, DeviceOpEvent, KernelRun, PlacedRun
+from neuronsim.profiler.events import (
+    COLLECTIVE,
+    FALLBACK,
+    KERNEL,
+    TRANSFER,
+    DeviceOpEvent,
+    KernelRun,
+    PlacedRun,
+)
 
 DEFAULT_MAX_INSTRUCTION_EVENTS = 200_000
 DEFAULT_MAX_OP_EVENTS = 200_000
@@ -277,7 +285,8 @@ def _draw_instructions(b: TraceBuilder, run: KernelRun, pid: int, t0_ns: float, 
     instructions = run.program.instructions
     # (tid, name, start, end, row): a bar spans issue to results landed, as Explorer's
     bars = [(tid, "MultiplyMoving" if instructions[i].opcode is Opcode.NC_MATMUL else rows[i]["opcode"],
-             float(tl.start_ns[i]) + t0_ns, float(tl.done_ns[i]) + t0_ns, rows[i]) for i, tid in enumerate(tids)]
+             float(tl.start_ns[i]) + t0_ns, float(tl.done_ns[i]) + t0_ns, rows[i])
+            for i, tid in enumerate(tids)]
     for i in np.flatnonzero(tl.pre_track >= 0).tolist():
         track = int(tl.pre_track[i])
         name = "LoadStationary" if track == 0 else PRE_EVENT_NAMES[instructions[i].opcode].lower()

@@ -28,8 +28,9 @@ def _synthetic(tracks, cycles, accesses, latency_ns=0.0, chip=TRN2):
         np.array(tracks, np.int64), np.array(cycles, np.float64), zeros, np.full(n, float(latency_ns)),
         np.full(n, PRE_NONE, np.int64), np.full(n, -1, np.int64), zeros, zeros, np.full(n, -1, np.int64),
         np.zeros(n, np.int64), zeros, zeros, ptr, np.array(flat, np.int64).reshape(len(flat), 7), clock,
-        np.array([chip.tensor_throttle_start_fraction, chip.tensor_throttle_ramp_ns, chip.tensor_throttle_window_ns,
-                  chip.tensor_throttle_utilization_threshold, chip.dma_queue_issue_interval_ns, chip.dma_engines]))
+        np.array([chip.tensor_throttle_start_fraction, chip.tensor_throttle_ramp_ns,
+                  chip.tensor_throttle_window_ns, chip.tensor_throttle_utilization_threshold,
+                  chip.dma_queue_issue_interval_ns, chip.dma_engines]))
     start, end, done, *_ = run_schedule(inp, DMA_TRACK0 + 16, 4)
     return start, end, done
 
@@ -108,9 +109,10 @@ def test_throttle_reengages_when_utilization_stays_below_half(gap_ns, throttled)
     acc = np.array([(*a, 0) for accs in accesses for a in accs], np.int64)
     clock = np.array([2.4, 0.96, 1.2, 1.2, 1.0])
     zeros = np.zeros(n)
+    none = np.full(n, -1)
     inp = ScheduleInputs(np.array(tracks), np.array(cycles, float), zeros, latency, np.zeros(n, np.int64),
-                         np.full(n, -1), zeros, zeros, np.full(n, -1), np.zeros(n, np.int64), zeros, zeros, ptr,
-                         acc, clock, np.array([0.5, 3000.0, 3000.0, 0.5, 840.0, 16.0]))
+                         none, zeros, zeros, none, np.zeros(n, np.int64), zeros, zeros, ptr, acc, clock,
+                         np.array([0.5, 3000.0, 3000.0, 0.5, 840.0, 16.0]))
     start, end, *_ = run_schedule(inp, DMA_TRACK0 + 16, 4)
     last = (end - start)[np.array(tracks) == PE][-1]
     full = 512 / 2.4

@@ -188,7 +188,8 @@ def test_queues_overlap_and_engines_serve_one_transfer_at_a_time():
     assert one_queue.issue_ns[1] == pytest.approx(TRN2.dma_queue_issue_interval_ns)
     same_engines = program([0, 1], [0, 0])  # WAW on the same bytes: the second waits for the first
     assert same_engines.issue_ns[1] == pytest.approx(same_engines.done_ns[0])
-    assert same_engines.end_ns[0] - same_engines.start_ns[0] == pytest.approx(piece + 7 * TRN2.dma_read_engine_stagger_ns)
+    spread = same_engines.end_ns[0] - same_engines.start_ns[0]
+    assert spread == pytest.approx(piece + 7 * TRN2.dma_read_engine_stagger_ns)
 
 
 def test_hardware_dge_trigger_occupies_the_issuing_engine():
