@@ -1,6 +1,6 @@
 """The fidelity ruler: simulated vs published Trainium2 hardware figures, per figure and as a MAPE.
 
-    python benchmarks/fidelity/run.py                 # every figure (about 3 minutes)
+    python benchmarks/fidelity/run.py                 # every figure (5-15 minutes)
     python benchmarks/fidelity/run.py --only dma      # kernels whose name contains "dma"
     python benchmarks/fidelity/run.py --json          # the table as JSON
 
@@ -105,7 +105,8 @@ def compare(only: str | None = None) -> dict:
         seconds[name] = r["seconds"]
     rows = []
     for f in figures:
-        row = {"kernel": f.kernel, "measure": f.measure, "hardware_ns": f.hardware_ns, "source": _source(f)}
+        row = {"kernel": f.kernel, "measure": f.measure, "hardware_ns": f.hardware_ns, "page": f.page,
+               "source": _source(f)}
         if f.kernel in results:
             sim = results[f.kernel][f.measure]
             row.update(simulated_ns=sim, error=(sim - f.hardware_ns) / f.hardware_ns)
@@ -113,10 +114,15 @@ def compare(only: str | None = None) -> dict:
             row.update(simulated_ns=None, error=None, failure=failures[f.kernel])
         rows.append(row)
     errors = [abs(r["error"]) for r in rows if r["error"] is not None]
+    by_page = {}
+    for page in dict.fromkeys(r["page"] for r in rows):
+        page_errors = [abs(r["error"]) for r in rows if r["page"] == page and r["error"] is not None]
+        by_page[page] = (float(np.mean(page_errors)) if page_errors else None, len(page_errors))
     return {
         "chip": CHIP,
         "rows": rows,
         "mape": float(np.mean(errors)) if errors else None,
+        "mape_by_page": by_page,
         "measured": len(errors),
         "figures": len(rows),
         "seconds": seconds,
@@ -144,6 +150,9 @@ def print_table(result: dict) -> None:
         print(f"  {kernel}: not measured: {why}")
     mape = result["mape"]
     counted = f"{result['measured']} of {result['figures']} figures"
+    for page, (page_mape, n) in result["mape_by_page"].items():
+        if page_mape is not None:
+            print(f"  {page}: MAPE {100 * page_mape:.1f}% over {n} figures")
     print(f"MAPE {100 * mape:.1f}% over {counted}" if mape is not None else "no figure measured")
     times = ", ".join(f"{k} {v:.0f} s" for k, v in result["seconds"].items())
     print(f"simulated on {result['chip']} (timing only) in {sum(result['seconds'].values()):.0f} s: {times}")

@@ -26,3 +26,4 @@ def test_dma_overview_figures_are_all_measured():
     assert result["measured"] == result["figures"]
     for row in result["rows"]:
         assert row["simulated_ns"] is not None, row
+    assert result["mape_by_page"] == {figures.DMA_PAGE: (result["mape"], result["measured"])}
