@@ -15,6 +15,12 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::_scaled_dot_product_fused_attention_overrideable.default",
         "aten::_scaled_dot_product_fused_attention_overrideable_backward.default",
     ),
+    "neuronsim.kernels.conv": (
+        "aten::convolution.default",
+    ),
+    "neuronsim.kernels.conv_backward": (
+        "aten::convolution_backward.default",
+    ),
     "neuronsim.kernels.copy": (
         "aten::cat.default",
         "aten::copy_.default",
@@ -253,6 +259,14 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::_fused_adam_.tensor_lr",
         "aten::_fused_adamw_.default",
         "aten::_fused_adamw_.tensor_lr",
+    ),
+    "neuronsim.kernels.pool": (
+        "aten::_adaptive_avg_pool2d.default",
+        "aten::_adaptive_avg_pool2d_backward.default",
+        "aten::avg_pool2d.default",
+        "aten::avg_pool2d_backward.default",
+        "aten::max_pool2d_with_indices.default",
+        "aten::max_pool2d_with_indices_backward.default",
     ),
     "neuronsim.kernels.reduction": (
         "aten::amax.default",
