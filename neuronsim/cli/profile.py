@@ -104,7 +104,6 @@ def profile(
     except ChipSpecError as exc:
         raise Abort(str(exc)) from None
     recording = session.start(detail)
-    session.observe_nki_simulate()
     code, host_text = _run_recorded(script, args, host_ops and torch_profiler, max_events, recording)
     session.stop()
     # Writing builds many small objects over a heap the script left large (traced Programs,

@@ -180,6 +180,19 @@ class DeviceClock:
 
 _clocks: dict[int, DeviceClock] = {}
 _clocks_lock = threading.Lock()
+_capacity = DEFAULT_CAPACITY  # records kept per clock (a profiling session asks for more)
+
+
+def keep_records(capacity: int | None) -> None:
+    """Keep the newest ``capacity`` records on every clock, those made later included (a profiling
+    session asks for more while it records); None: back to the usual ``DEFAULT_CAPACITY``."""
+    global _capacity
+    with _clocks_lock:
+        _capacity = DEFAULT_CAPACITY if capacity is None else capacity
+        clocks = list(_clocks.values())
+    for clk in clocks:
+        if clk._records.maxlen != _capacity:
+            clk.set_capacity(_capacity)
 
 
 def all_clocks() -> dict[int, DeviceClock]:
@@ -192,5 +205,5 @@ def clock(index: int) -> DeviceClock:
     found = _clocks.get(index)
     if found is None:
         with _clocks_lock:
-            found = _clocks.setdefault(index, DeviceClock(index))
+            found = _clocks.setdefault(index, DeviceClock(index, _capacity))
     return found

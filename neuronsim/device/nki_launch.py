@@ -78,8 +78,8 @@ def _host(v):
 def run(kernel, args: tuple, kwargs: dict):
     """Run ``kernel`` eagerly on device tensors; returns its results as device tensors (a returned
     input is that input, written in place)."""
+    from neuronsim.nki.launch import execute, to_numpy
     from neuronsim.nki.profile import layout
-    from neuronsim.nki.simulate import _arrays_of, _to_numpy, execute
 
     on_device = _device_tensors(args, kwargs)
     index = on_device[0].get_device()
@@ -94,19 +94,19 @@ def run(kernel, args: tuple, kwargs: dict):
     host_kwargs = {k: _host(v) for k, v in kwargs.items()}
     traced = kernel.specialize(host_args, host_kwargs)
     names = [n for n in traced.arg_names if n is not None]
-    by_name = dict(zip(names, _arrays_of(kernel, args, kwargs), strict=True))
+    by_name = dict(zip(names, kernel.arrays(args, kwargs), strict=True))
 
     def new_shared(name, shape, dtype: np.dtype, fill):
         t = memory.empty(tuple(shape), _torch_dtype(dtype, traced.name), index)
         by_name[name] = t
-        a = _to_numpy(memory.host_view(t))
+        a = to_numpy(memory.host_view(t))
         if fill is not None:
             a[...] = fill
         else:  # the simulator's uninitialized-memory pattern, as nki.simulate fills new HBM
             a.reshape(-1).view(np.uint8)[:] = FILL_BYTE[current_options().uninitialized_memory]
         return a
 
-    outputs, runs = execute(kernel, traced, host_args, host_kwargs, new_shared=new_shared,
+    outputs, runs = execute(traced, kernel.arrays(host_args, host_kwargs), new_shared=new_shared,
                             wrap=lambda name, _array: by_name[name])
     placed = layout(runs, traced.chip)
     duration = max((offset + result.timeline.total_ns for *_, offset, result in placed), default=0.0)

@@ -62,14 +62,21 @@ def owner_of_privateuse1() -> str | None:
     return name
 
 
-def _install_profiler_lane() -> None:
-    """``torch.profiler.profile(activities=[..., ProfilerActivity.PrivateUse1])``: its
-    ``export_chrome_trace`` carries each device's simulated ops (read from the device clocks when
-    the trace is written)."""
+def _connect_profiler() -> None:
+    """Hand the device clocks to the profiler: ``neuronsim profile`` sessions read every device's
+    ops through the reader registered here, and ``torch.profiler.profile(activities=[...,
+    ProfilerActivity.PrivateUse1])``'s ``export_chrome_trace`` carries each device's simulated ops
+    (read from the device clocks when the trace is written)."""
     from neuronsim.device import clock
+    from neuronsim.profiler import session
     from neuronsim.profiler.events import from_clock_events
     from neuronsim.profiler.lane import install_export_hook
 
+    session.register_clock_reader(
+        state.DEVICE_TYPE,
+        lambda: {index: from_clock_events(clk.events()) for index, clk in clock.all_clocks().items()},
+        clock.keep_records,
+    )
     for index in range(state.device_count()):
         install_export_hook(lambda index=index: from_clock_events(clock.clock(index).events()),
                             chip_name=lambda: settings.chip().name, device=index)
@@ -112,5 +119,5 @@ def register() -> None:
             distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
             register_launcher(nki_launch.launch)  # @nki.jit kernels called on neuron tensors
             _prefer_device_in_fake_propagation()
-            _install_profiler_lane()
+            _connect_profiler()
         _registered = True

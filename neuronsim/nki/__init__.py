@@ -20,12 +20,12 @@ import torch or ``neuronsim.device``.
 """
 
 from neuronsim.nki import isa, language
-from neuronsim.nki_alias import install_alias, real_nki_installed
-from neuronsim.nki.kernel import Kernel, TracedKernel, jit
-from neuronsim.nki.language import num_programs, program_id, program_ndim
+from neuronsim.nki.kernel import Kernel, jit
+from neuronsim.nki.language import NkiTensor, num_programs, program_id, program_ndim
 from neuronsim.nki.profile import Profile, TimelineEntry
 from neuronsim.nki.simulate import simulate
-from neuronsim.nki.tracing import NkiTensor
+from neuronsim.nki.traced import TracedKernel
+from neuronsim.nki_alias import install_alias, real_nki_installed
 
 __all__ = [
     "Kernel",

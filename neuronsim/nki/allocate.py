@@ -24,7 +24,8 @@ import bisect
 import heapq
 
 from neuronsim.errors import PsumCapacityError, SbufCapacityError
-from neuronsim.nki.tracing import Buffer, Trace
+from neuronsim.nki.buffer import Buffer
+from neuronsim.nki.trace import Trace
 from neuronsim.sim.ir import Memory
 
 MAX_ROTATION = 4  # deepest multi-buffering tried for affine_range tiles

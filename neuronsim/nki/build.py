@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from neuronsim.nki.tracing import Buffer, Trace
+from neuronsim.nki.buffer import Buffer
+from neuronsim.nki.trace import Trace
 from neuronsim.sim.ir import ON_CHIP, AccessPattern, Instruction, Memory, Program, TensorDecl
 
 

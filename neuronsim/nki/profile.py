@@ -13,10 +13,11 @@ wall-clock, and percentages and MFU are averages over the cores used (``neuronco
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
-from neuronsim.nki.kernel import TracedKernel
+from neuronsim.nki.traced import TracedKernel
+from neuronsim.profiler import session
+from neuronsim.profiler.events import KernelRun, PlacedRun
 from neuronsim.profiler.summary import ENGINES, kernel_summary, merge_summaries
 from neuronsim.sim.ir import Engine
 from neuronsim.sim.schedule import DMA_TRACK0
@@ -129,12 +130,9 @@ def build_profile(traced: TracedKernel, runs) -> Profile:
 
 
 def record_launch(traced: TracedKernel, runs, issued_ns: int) -> None:
-    """Hand the launch to a recording profiler session (``neuronsim profile``), if there is one."""
-    session = sys.modules.get("neuronsim.profiler.session")
-    if session is None or session.active() is None:
+    """Hand the launch to the profiler: recorded if a session is (``neuronsim profile``)."""
+    if session.active() is None:
         return
-    from neuronsim.profiler.events import KernelRun, PlacedRun
-
     placed = [
         PlacedRun(KernelRun.from_prepared(result.prepared), core, offset)
         for _phase, _i, core, offset, result in layout(runs, traced.chip)

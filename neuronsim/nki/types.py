@@ -62,10 +62,6 @@ def to_sim_dtype(x) -> DType:
         raise DtypeError(f"{x!r} is not a NeuronCore dtype ({exc})") from None
 
 
-def nki_dtype(x) -> NkiDtype:
-    return DTYPES[to_sim_dtype(x)]
-
-
 def numpy_dtype(x) -> np.dtype:
     d = to_sim_dtype(x)
     return np.dtype(np.float32) if d is DType.tfloat32 else d.numpy

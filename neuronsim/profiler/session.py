@@ -1,27 +1,26 @@
 """A profiling session: what ran while ``neuronsim profile`` (or :func:`start`) was recording.
 
-Producers push into the active session; when none is active the check is one global read:
+Producers hand their records to the profiler here; the profiler imports none of them:
 
-- NKI: after each ``nki.simulate`` call, ``record_launch(placed_runs, name)`` — the kernel runs of
-  the launch placed on their cores (:class:`~neuronsim.profiler.events.PlacedRun`).
-- the device: its clocks' records, read at the end by :func:`device_events` (each
-  ``neuronsim.device.clock`` record becomes a :class:`DeviceOpEvent`). Recording costs the script
-  nothing: the clock records every op anyway (with the host time it was issued, which is also
-  what ``neuronsim profile``'s host track is drawn from); a session only keeps more records.
+- the NKI simulator, after each launch: :func:`record_launch` with the kernel runs of the launch
+  placed on their cores (:class:`~neuronsim.profiler.events.PlacedRun`); a no-op (one global read)
+  when no session is recording.
+- the device, once when it registers: :func:`register_clock_reader`, a function returning each
+  device's op events and one asking the device to keep more records while a session records.
+  Recording costs the script nothing: the clock records every op anyway (with the host time it
+  was issued, which is also what ``neuronsim profile``'s host track is drawn from); a session
+  only keeps more records.
 
-Until ``nki.simulate`` calls :func:`record_launch` itself, :func:`observe_nki_simulate` wraps it
-for the session (see there). Nothing here imports torch.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from neuronsim.profiler.events import DeviceOpEvent, KernelRun, PlacedRun, from_clock_events
+from neuronsim.profiler.events import DeviceOpEvent, PlacedRun
 
 # Device clock records kept while profiling (the clock's default ring is smaller).
 DEVICE_CLOCK_CAPACITY = 1 << 21
@@ -52,6 +51,27 @@ class Session:
 _active: Session | None = None
 
 
+@dataclass(frozen=True)
+class ClockReader:
+    """A producer of device op events: ``events()`` gives each device's ops by index; ``keep(n)``
+    asks it to keep ``n`` records per device (a session records), ``keep(None)`` its usual number."""
+
+    events: Callable[[], Mapping[int, Sequence[DeviceOpEvent]]]
+    keep: Callable[[int | None], None]
+
+
+_clock_readers: dict[str, ClockReader] = {}
+
+
+def register_clock_reader(name: str, events: Callable[[], Mapping[int, Sequence[DeviceOpEvent]]],
+                          keep: Callable[[int | None], None]) -> None:
+    """Called once by a device: where the profiler reads its op events (registering ``name``
+    again replaces the reader). If a session is already recording, the device keeps more from now."""
+    reader = _clock_readers[name] = ClockReader(events, keep)
+    if _active is not None:
+        reader.keep(DEVICE_CLOCK_CAPACITY)
+
+
 def active() -> Session | None:
     return _active
 
@@ -61,79 +81,37 @@ def start(detail: str = "op") -> Session:
     if detail not in ("op", "instruction"):
         raise ValueError(f"detail must be 'op' or 'instruction', got {detail!r}")
     _active = Session(detail)
-    _prepare_device_clocks()
+    for reader in list(_clock_readers.values()):
+        reader.keep(DEVICE_CLOCK_CAPACITY)
     return _active
 
 
 def stop() -> Session | None:
+    """Stop recording. The devices keep the records kept so far (:func:`device_events` reads them)
+    until :func:`release_clocks`."""
     global _active
     session, _active = _active, None
     return session
 
 
+def release_clocks() -> None:
+    """Let the devices go back to their usual record rings, once what a session recorded is read."""
+    for reader in list(_clock_readers.values()):
+        reader.keep(None)
+
+
 def record_launch(placed: Sequence[PlacedRun], name: str, wall_ns: int | None = None) -> None:
-    """Called by ``nki.simulate`` after a launch; a no-op unless a session is recording."""
+    """Called by the NKI simulator after a launch; a no-op unless a session is recording."""
     session = _active
     if session is not None:
         session.launches.append(Launch(name, tuple(placed), time.time_ns() if wall_ns is None else wall_ns))
 
 
-def _prepare_device_clocks() -> None:
-    """Keep every device clock record while profiling (the clock module needs no torch)."""
-    from neuronsim.device import clock
-
-    clock.clock(0).set_capacity(DEVICE_CLOCK_CAPACITY)
-
-
 def device_events() -> dict[int, list[DeviceOpEvent]]:
-    """Each used device clock's ops (empty when the device never ran)."""
-    module = sys.modules.get("neuronsim.device.clock")
-    if module is None:
-        return {}
-    all_clocks = getattr(module, "all_clocks", None)
-    clocks = all_clocks() if all_clocks is not None else dict(getattr(module, "_clocks", {}))
-    out = {}
-    for index, clk in sorted(clocks.items()):
-        records = clk.events()
-        if records:
-            out[index] = from_clock_events(records)
-    return out
-
-
-def observe_nki_simulate() -> None:
-    """Bridge until ``nki.simulate`` calls :func:`record_launch`: wrap its executor so each launch
-    is recorded, laid out as ``nki.simulate`` lays it out (instance i of a phase on core
-    ``i % min(instances, chip.default_lnc)``, one after another; phases back to back)."""
-    try:
-        simulate_module = importlib.import_module("neuronsim.nki.simulate")
-    except ImportError:  # the NKI frontend is not there
-        return
-    original = getattr(simulate_module, "execute", None)
-    if original is None or getattr(original, "_neuronsim_observed", False):
-        return
-
-    def execute(k, traced, args, kwargs):
-        issued = time.time_ns()
-        outputs, runs = original(k, traced, args, kwargs)
-        if _active is not None:
-            record_launch(_grid_layout(runs, traced.chip), traced.name, issued)
-        return outputs, runs
-
-    execute._neuronsim_observed = True
-    simulate_module.execute = execute
-
-
-def _grid_layout(runs, chip) -> list[PlacedRun]:
-    placed = []
-    n_instances = len(runs[0]) if runs else 0
-    cores = max(1, min(n_instances, chip.default_lnc))
-    t0 = 0.0
-    for row in runs:
-        core_time = [0.0] * cores
-        for i, result in enumerate(row):
-            core = i % cores
-            run = KernelRun.from_prepared(result.prepared)
-            placed.append(PlacedRun(run, core, t0 + core_time[core]))
-            core_time[core] += run.total_ns
-        t0 += max(core_time)
-    return placed
+    """Each used device's ops, by device index (empty when no device ran anything)."""
+    out: dict[int, list[DeviceOpEvent]] = {}
+    for reader in list(_clock_readers.values()):
+        for index, events in reader.events().items():
+            if events:
+                out.setdefault(index, []).extend(events)
+    return dict(sorted(out.items()))

@@ -96,14 +96,6 @@ def _clock_positions() -> dict[int, float]:
     return {index: c.now_ns for index, c in clock.all_clocks().items()}
 
 
-def _restore_clock_capacity() -> None:
-    """A profiler session keeps every device clock record while it records; once it stops, the
-    clock goes back to its usual ring, so a long test session does not keep them all."""
-    clock = sys.modules.get("neuronsim.device.clock")
-    if clock is not None:
-        clock.clock(0).set_capacity(clock.DEFAULT_CAPACITY)
-
-
 class Block:
     """One measured block: :meth:`start` and :meth:`stop` (``measure()`` calls both), then
     :attr:`measurement`, whose fields read through (``block.summary``, ``block.total_time_us``)."""
@@ -134,7 +126,8 @@ class Block:
         finally:
             if self._owns_session and session.active() is self._session:
                 session.stop()
-                _restore_clock_capacity()
+                # the clocks go back to their usual ring, so a long test session does not keep them all
+                session.release_clocks()
         return self.measurement
 
     def snapshot(self) -> Measurement:

@@ -67,7 +67,7 @@ def test_install_alias_respects_neuron_sim_and_a_real_nki(tmp_path):
         import sys
         from neuronsim.nki_alias import install_alias
         installed = install_alias()
-        loaded = "neuronsim.nki.tracing" in sys.modules  # the alias is lazy: nothing loaded yet
+        loaded = "neuronsim.nki.trace" in sys.modules  # the alias is lazy: nothing loaded yet
         try:
             import nki
             import nki.isa

@@ -1,6 +1,7 @@
 """Every IR instruction through its nki.isa call: documented argument names, defaults, semantics."""
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -33,6 +34,15 @@ def opcodes(prog, engine=None):
 
 def sbuf(shape, dtype=nl.float32):
     return nl.ndarray(shape, dtype=dtype, buffer=nl.sbuf)
+
+
+def test_isa_exports_the_nki_api_only():
+    """Everything public in nki.isa is listed in __all__; the recorder and the operator lookups
+    it is built on are not NKI API (AWS's nki/api/nki.isa.rst lists neither)."""
+    public = {n for n, v in vars(nisa).items()
+              if not n.startswith("_") and not isinstance(v, types.ModuleType)}
+    assert public == set(nisa.__all__)
+    assert not {"emit", "act_func", "alu_op"} & public
 
 
 def test_nc_matmul_infers_overwrite_then_accumulate():

@@ -64,6 +64,61 @@ def test_binary_tile_tile_scalar_and_column(name, ref):
     np.testing.assert_allclose(out, ref(3.0, X), rtol=1e-6, atol=1e-6)
 
 
+def _recorded(fn, *arrays):
+    """What a kernel applying ``fn`` to loaded tiles records: (opcode, engine, imm, dtype) each."""
+    prog = run(fn, *arrays)[1]
+    return [(i.opcode, i.engine, i.imm, i.dst.tensor.dtype if i.dst else None) for i in prog.instructions]
+
+
+@pytest.mark.parametrize(
+    "operator,name,swap",
+    [
+        (lambda a, b: a + b, "add", False),
+        (lambda a, b: a - b, "subtract", False),
+        (lambda a, b: a * b, "multiply", False),
+        (lambda a, b: a / b, "divide", False),
+        (lambda a, b: a**b, "power", False),
+        (lambda a, b: a < b, "less", False),
+        (lambda a, b: a <= b, "less_equal", False),
+        (lambda a, b: a > b, "greater", False),
+        (lambda a, b: a >= b, "greater_equal", False),
+        (lambda a, b: a & b, "bitwise_and", False),
+        (lambda a, b: a | b, "bitwise_or", False),
+        (lambda a, b: a ^ b, "bitwise_xor", False),
+        (lambda a, b: 2.0 + a, "add", True),
+        (lambda a, b: 2.0 - a, "subtract", True),
+        (lambda a, b: 2.0 * a, "multiply", True),
+        (lambda a, b: 2.0 / a, "divide", True),
+    ],
+)
+def test_each_python_operator_is_its_nl_operation(operator, name, swap):
+    """``a + b`` records what ``nl.add(a, b)`` records (``2.0 + a``: ``nl.add(2.0, a)``), dtype included."""
+    fn = getattr(nl, name)
+    ints = name.startswith("bitwise")
+    arrays = (X.astype(np.int32), Y.astype(np.int32)) if ints else (X, Y)
+    expect = (lambda a, b: fn(2.0, a)) if swap else fn
+    assert _recorded(operator, *arrays) == _recorded(expect, *arrays)
+
+
+def test_negation_and_item_assignment_are_nl_operations():
+    assert _recorded(lambda a: -a, X) == _recorded(nl.negative, X)
+
+    def assigned(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        out[:, 0:32] = a[:, 32:64]
+        out[:, 32:64] = 1.5
+        return out
+
+    def explicit(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nl.assign(out[:, 0:32], a[:, 32:64])
+        nl.assign(out[:, 32:64], 1.5)
+        return out
+
+    assert _recorded(assigned, X) == _recorded(explicit, X)
+    assert [op for op, *_ in _recorded(assigned, X)][1:3] == [Opcode.TENSOR_COPY, Opcode.MEMSET]
+
+
 def test_operators_on_tiles():
     out, _ = run(lambda a, b: (a - b) * 2.0 + b / 4.0, X, Y)
     np.testing.assert_allclose(out, (X - Y) * 2 + Y / 4, rtol=1e-6, atol=1e-6)

@@ -10,7 +10,6 @@ than TensorE reads it (the accumulation group is evicted).
 
 from neuronsim.errors import ConstraintError as NkiValidationError
 from neuronsim.nki.isa import misc as _misc
-from neuronsim.nki.isa.common import act_func, alu_op, emit
 from neuronsim.nki.isa.dma import dma_copy, dma_transpose
 from neuronsim.nki.isa.enums import (
     dge_mode,
@@ -57,9 +56,7 @@ __all__ = [
     "NkiValidationError",
     "activation",
     "activation_reduce",
-    "act_func",
     "affine_select",
-    "alu_op",
     "bn_aggr",
     "bn_stats",
     "core_barrier",
@@ -68,7 +65,6 @@ __all__ = [
     "dma_engine",
     "dma_transpose",
     "dropout",
-    "emit",
     "engine",
     "get_nc_version",
     "gpsimd_engine",

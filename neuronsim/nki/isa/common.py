@@ -8,8 +8,9 @@ from neuronsim.nki.isa.enums import (
     _UNKNOWN,
     engine,
 )
-from neuronsim.nki.tracing import NkiTensor, caller_location, current_trace
-from neuronsim.nki.tracing import _state as _tracing_state
+from neuronsim.nki.tensor import TensorView
+from neuronsim.nki.trace import caller_location, current_trace
+from neuronsim.nki.types import to_sim_dtype
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import ActFunc, AluOp, Engine, Memory, Opcode
 from neuronsim.sim.validate import ENGINE_READS, ENGINE_WRITES
@@ -95,22 +96,28 @@ def act_func(op) -> ActFunc:
 # ---------------------------------------------------------------- recording
 
 
-def _tile(x, role: str, fn: str) -> NkiTensor:
-    if not isinstance(x, NkiTensor):
+def _tile(x, role: str, fn: str) -> TensorView:
+    if not isinstance(x, TensorView):
         raise TypeError(f"nisa.{fn}: {role} must be an NKI tensor, got {type(x).__name__}")
     return x
 
 
 def _is_tile(x) -> bool:
-    return isinstance(x, NkiTensor)
+    return isinstance(x, TensorView)
 
 
-def _describe(v: NkiTensor) -> str:
+def _scratch_tile(shape: tuple[int, ...], dtype, tag: str) -> TensorView:
+    """An SBUF tile a call needs beside its operands (a constant operand as a tile, a register)."""
+    buf = current_trace().new_tile(tag, Memory.SBUF, shape, to_sim_dtype(dtype), caller_location(), tag)
+    return TensorView.whole(buf)
+
+
+def _describe(v: TensorView) -> str:
     dims = "x".join(map(str, v.shape))
     return f"{v.buf.memory.name} tile '{v.buf.name}' [{dims}] {v.dtype}"
 
 
-def _box(v: NkiTensor) -> tuple[int, int, int, int]:
+def _box(v: TensorView) -> tuple[int, int, int, int]:
     pat = v.ap_pattern()
     row0, col0 = divmod(v.offset, v.buf.free_size)
     lo = hi = 0
@@ -129,21 +136,17 @@ def emit(
     fn: str,
     opcode: Opcode,
     eng: Engine,
-    dst: NkiTensor | None,
+    dst: TensorView | None,
     srcs=(),
     imm=None,
     *,
     name=None,
-    dst2: NkiTensor | None = None,
+    dst2: TensorView | None = None,
     queue: int = 0,
     roles=None,
 ) -> int:
     """Check engine/memory access, update liveness and PSUM accumulation state, record the instruction."""
-    try:
-        trace = _tracing_state.trace
-    except AttributeError:
-        trace = current_trace()
-    records = trace.records
+    records = current_trace().records
     idx = len(records)
     location = caller_location()
     reads = ENGINE_READS[eng]
@@ -170,7 +173,7 @@ def emit(
     return idx
 
 
-def _write(fn: str, eng: Engine, v: NkiTensor, idx: int, location, opcode) -> None:
+def _write(fn: str, eng: Engine, v: TensorView, idx: int, location, opcode) -> None:
     b = v.buf
     if b.memory not in ENGINE_WRITES[eng]:
         writes = ENGINE_WRITES[eng]
@@ -220,7 +223,7 @@ def _fail(fn: str, what: str, cls=ConstraintError):
     return cls(f"nisa.{fn}: {what}", instruction=f"nisa.{fn}", location=caller_location())
 
 
-def _same_shape(fn: str, a: NkiTensor, b: NkiTensor, ra: str, rb: str) -> None:
+def _same_shape(fn: str, a: TensorView, b: TensorView, ra: str, rb: str) -> None:
     if a.partitions != b.partitions or a.free_size != b.free_size:
         raise _fail(
             fn,
@@ -229,7 +232,7 @@ def _same_shape(fn: str, a: NkiTensor, b: NkiTensor, ra: str, rb: str) -> None:
         )
 
 
-def _scalar_or_vector(fn: str, x, data: NkiTensor, role: str):
+def _scalar_or_vector(fn: str, x, data: TensorView, role: str):
     """(float immediate, tile or None) for an operand that is a constant or a [P, 1] tile."""
     if x is None:
         return 0.0, None

@@ -14,11 +14,12 @@ from neuronsim.nki.isa.enums import (
     engine,
     oob_mode,
 )
-from neuronsim.nki.tracing import NkiTensor, current_trace
+from neuronsim.nki.tensor import TensorView
+from neuronsim.nki.trace import current_trace
 from neuronsim.sim.ir import Engine, Memory, Opcode
 
 
-def _check_dma(fn: str, dst: NkiTensor, src: NkiTensor) -> None:
+def _check_dma(fn: str, dst: TensorView, src: TensorView) -> None:
     psum = Memory.PSUM
     if dst.buf.memory is not psum and src.buf.memory is not psum and dst.size == src.size:
         return
@@ -48,7 +49,7 @@ def dma_copy(
 ):
     """Copy ``src`` to ``dst`` (HBM/SBUF <-> HBM/SBUF) on the DMA engines (casts through fp32)."""
     fn = "dma_copy"
-    if type(dst) is not NkiTensor or type(src) is not NkiTensor:
+    if not isinstance(dst, TensorView) or not isinstance(src, TensorView):
         dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
     _check_dma(fn, dst, src)
     emit(fn, Opcode.DMA_COPY, Engine.DMA, dst, (src,), {}, name=name, queue=current_trace().next_dma_queue())

@@ -10,7 +10,7 @@ from neuronsim.nki.isa.enums import (
     engine,
     nc_version,
 )
-from neuronsim.nki.tracing import caller_location, current_trace
+from neuronsim.nki.trace import caller_location, current_trace
 
 
 def core_barrier(data, cores, engine=engine.gpsimd, name=None):

@@ -9,6 +9,7 @@ from neuronsim.nki.isa.common import (
     _is_tile,
     _same_shape,
     _scalar_or_vector,
+    _scratch_tile,
     _tile,
     act_func,
     alu_op,
@@ -20,7 +21,8 @@ from neuronsim.nki.isa.enums import (
     reduce_cmd,
 )
 from neuronsim.nki.isa.vector import memset, tensor_copy
-from neuronsim.nki.tracing import NkiTensor, current_trace
+from neuronsim.nki.tensor import TensorView
+from neuronsim.nki.trace import current_trace
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import ActFunc, AluOp, Engine, Opcode
 
@@ -104,13 +106,11 @@ def _reduce_cmd(value):
     return _RC.idle if value is None else value
 
 
-def _scalar_regs_tile(partitions: int) -> NkiTensor:
-    from neuronsim.nki import language
-
-    return language._new_tile((partitions, 1), DType.float32, "activation.reduce_regs")
+def _scalar_regs_tile(partitions: int) -> TensorView:
+    return _scratch_tile((partitions, 1), DType.float32, "activation.reduce_regs")
 
 
-def _scalar_add(dst: NkiTensor, part: NkiTensor, running: NkiTensor, name) -> None:
+def _scalar_add(dst: TensorView, part: TensorView, running: TensorView, name) -> None:
     """``dst = part + running`` on ScalarE (an identity activation with a bias tile)."""
     imm = {
         "func": ActFunc.copy,

@@ -15,7 +15,7 @@ from neuronsim.nki.isa.enums import (
     engine,
     matmul_perf_mode,
 )
-from neuronsim.nki.tracing import current_trace
+from neuronsim.nki.trace import current_trace
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import Engine, Memory, Opcode
 

@@ -15,6 +15,7 @@ from neuronsim.nki.isa.common import (
     _is_tile,
     _same_shape,
     _scalar_or_vector,
+    _scratch_tile,
     _tile,
     alu_op,
     emit,
@@ -25,7 +26,8 @@ from neuronsim.nki.isa.enums import (
     engine,
     reduce_cmd,
 )
-from neuronsim.nki.tracing import NkiTensor, caller_location, current_trace
+from neuronsim.nki.tensor import TensorView
+from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.engines.vector_rng import RNG_DTYPES, STREAM_PERIOD
 from neuronsim.sim.ir import AluOp, Engine, Memory, Opcode
@@ -158,7 +160,7 @@ def reciprocal(dst, data, name=None):
     emit(fn, Opcode.TENSOR_SCALAR, Engine.VECTOR, dst, (data,), imm, name=name, roles=("data",))
 
 
-def _reduce_axes(fn: str, data: NkiTensor, axis) -> tuple[int, ...]:
+def reduce_axes(fn: str, data: TensorView, axis) -> tuple[int, ...]:
     axes = (axis,) if isinstance(axis, int) else tuple(int(a) for a in axis)
     nd = len(data.shape)
     axes = tuple(sorted(a + nd if a < 0 else a for a in axes))
@@ -176,7 +178,7 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     """Reduce the trailing free ``axis`` dims of ``data`` with ``op`` on VectorE."""
     fn = "tensor_reduce"
     dst, data = _tile(dst, "dst", fn), _tile(data, "data", fn)
-    axes = _reduce_axes(fn, data, axis)
+    axes = reduce_axes(fn, data, axis)
     kept = math.prod(data.shape[1 : axes[0]]) if data.ppair is None else math.prod(data.shape[: axes[0]])
     if dst.partitions != data.partitions or dst.free_size != kept:
         raise _fail(
@@ -243,9 +245,7 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     if predicate.buf.dtype not in (DType.uint8, DType.uint16, DType.uint32, DType.bool_):
         raise _fail(fn, f"predicate must be uint8/uint16/uint32; got {_describe(predicate)}", DtypeError)
     if not _is_tile(src):
-        from neuronsim.nki import language
-
-        src = language.full(dst.shape, float(src), dtype=dst.dtype)
+        src = _constant_tile(dst.shape, src, dst.dtype)
     _same_shape(fn, dst, src, "dst", "src")
     _same_shape(fn, dst, predicate, "dst", "predicate")
     emit(
@@ -260,14 +260,19 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     )
 
 
-def _broadcast_operand(value, like: NkiTensor, dtype) -> NkiTensor:
-    """A view shaped like ``like`` of a scalar or [P, 1] operand (step-0 free dims)."""
-    from neuronsim.nki import language
+def _constant_tile(shape: tuple[int, ...], value, dtype) -> TensorView:
+    """A new SBUF tile holding ``value`` everywhere (a VectorE memset), as ``nl.full`` makes it."""
+    tile = _scratch_tile(shape, dtype, "full")
+    memset(tile, float(value))
+    return tile
 
+
+def _broadcast_operand(value, like: TensorView, dtype) -> TensorView:
+    """A view shaped like ``like`` of a scalar or [P, 1] operand (step-0 free dims)."""
     if not _is_tile(value):
-        value = language.full((like.partitions, 1), float(value), dtype=dtype)
+        value = _constant_tile((like.partitions, 1), value, dtype)
     col = value.reshape((value.shape[0], 1)) if value.free_size == 1 and value.ppair is None else value
-    return NkiTensor(col.buf, col.offset, (col.dims[0],) + tuple((0, n) for n in like.shape[1:]))
+    return type(col)(col.buf, col.offset, (col.dims[0],) + tuple((0, n) for n in like.shape[1:]))
 
 
 def select_reduce(
@@ -365,7 +370,7 @@ class _RngStream:
     """A trace's PRNG state: the [1, 1] tile the last ``set_rng_seed`` copied its seed into, and how
     many stream elements the rng/dropout calls since then drew (the next call's ``offset``)."""
 
-    state: NkiTensor
+    state: TensorView
     drawn: int = 0
 
     def draw(self, n: int) -> int:
@@ -377,9 +382,9 @@ class _RngStream:
 _STREAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Trace -> _RngStream
 
 
-def _state_tile(trace, dtype: DType) -> NkiTensor:
+def _state_tile(trace, dtype: DType) -> TensorView:
     buf = trace.new_tile("rng_state", Memory.SBUF, (1, 1), dtype, caller_location(3), "rng_state")
-    return NkiTensor.whole(buf)
+    return TensorView.whole(buf)
 
 
 def _stream(fn: str) -> _RngStream:

@@ -1,25 +1,18 @@
-"""Tracing a kernel: tracer tensors, indexing into access patterns, source lines, the trace.
+"""Tensor views: what indexing, slicing and ``.ap()`` make of a :class:`~neuronsim.nki.buffer.Buffer`.
 
-A kernel runs once per signature with :class:`NkiTensor` arguments. Every ``nl.ndarray`` (and every
-tile an ``nl`` operation creates) is a :class:`Buffer`; indexing, slicing and ``.ap()`` make views
-of it (an element offset and ``(step, num)`` pairs, NKI's access-pattern form). Every ``nisa`` call
-appends one instruction record to the :class:`Trace`, with the ``file:line`` of the kernel line
-that made it. Loops are Python loops, so they unroll; ``affine_range`` also records which loop an
-allocation happened in, for the allocator's rotating buffers.
-
-Instruction records keep views, not IR access patterns: on-chip addresses are only known once the
-allocator has seen the whole trace (``allocate.py``); ``build.py`` turns the records into a Program.
+A view is an element offset and ``(step, num)`` pairs, NKI's access-pattern form, the partition
+pair first for SBUF/PSUM. ``index_view`` is the indexing (ints, slices, ``nl.ds``) with its bounds
+checks; ``ap_pattern`` gives the IR access pattern (at most 1 + 4 dims, merging where memory is
+contiguous). Python's operators on tensors are ``nki.language``'s and live there.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import sys
-import threading
-from typing import Any
 
 from neuronsim.errors import ConstraintError, OutOfBoundsError, UnsupportedError
+from neuronsim.nki.buffer import Buffer
+from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.nki.types import (
     DTYPES,
     DynSlice,
@@ -31,129 +24,7 @@ from neuronsim.nki.types import (
     shared_hbm,
     to_sim_dtype,
 )
-from neuronsim.sim.chips import ChipSpec
-from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import ON_CHIP, Memory
-
-_NKI_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_where: dict = {}  # code object -> display file name, or None for code inside neuronsim/nki
-
-
-def _display_name(code) -> str | None:
-    filename = code.co_filename
-    if filename.startswith(_NKI_DIR):
-        name = None
-    else:
-        try:
-            rel = os.path.relpath(filename)
-            name = rel if not rel.startswith("..") else filename
-        except ValueError:
-            name = filename
-    _where[code] = name
-    return name
-
-
-def caller_location(depth: int = 2) -> str | None:
-    """``file:line`` of the innermost frame outside ``neuronsim/nki`` (the kernel's line)."""
-    f = sys._getframe(depth)
-    where = _where
-    while f is not None:
-        code = f.f_code
-        name = where.get(code, where)
-        if name is where:
-            name = _display_name(code)
-        if name is not None:
-            return f"{name}:{f.f_lineno}"
-        f = f.f_back
-    return None
-
-
-# ---------------------------------------------------------------- buffers
-
-
-class Buffer:
-    """One allocation: a kernel argument, an ``nl.ndarray``, or a tile an ``nl`` operation made.
-
-    ``first`` / ``last`` are the indices of the first and last instruction that touch it (the
-    allocator's live range). ``site`` groups the allocations one source line makes across loop
-    iterations; ``site_index`` orders them.
-    """
-
-    __slots__ = (
-        "id",
-        "name",
-        "memory",
-        "shape",
-        "dtype",
-        "kind",
-        "location",
-        "first",
-        "last",
-        "site",
-        "site_index",
-        "rotating",
-        "address",
-        "pinned",
-        "alias_of",
-        "shared",
-        "written",
-        "acc_boxes",
-        "free_size",
-        "arg_index",
-        "on_chip",
-        "size",
-    )
-
-    def __init__(
-        self,
-        id: int,
-        name: str,
-        memory: Memory,
-        shape: tuple[int, ...],
-        dtype,
-        kind: str,
-        location: str | None,
-        shared: bool = False,
-    ):
-        self.id = id
-        self.name = name
-        self.memory = memory
-        self.shape = shape
-        self.dtype = dtype if type(dtype) is DType else to_sim_dtype(dtype)
-        self.kind = kind
-        self.location = location
-        self.first = -1
-        self.last = -1
-        self.site = None
-        self.site_index = 0
-        self.rotating = False
-        self.address: tuple[int, int] | None = None
-        self.pinned = False
-        self.alias_of: Buffer | None = None
-        self.shared = shared
-        self.written = False
-        self.acc_boxes: list | None = [] if memory is Memory.PSUM else None
-        size = 1
-        for n in shape:
-            size *= n
-        self.size = size
-        self.on_chip = memory is not Memory.HBM
-        self.free_size = (size // shape[0] if shape[0] else 0) if self.on_chip else size
-        self.arg_index = -1
-
-    @property
-    def bytes_per_partition(self) -> int:
-        return self.free_size * self.dtype.itemsize
-
-    def describe(self) -> str:
-        dims = "x".join(map(str, self.shape))
-        return f"{self.memory.name} tensor '{self.name}' [{dims}] {DTYPES[self.dtype]}"
-
-    def root(self) -> Buffer:
-        return self.alias_of if self.alias_of is not None else self
-
-
-# ---------------------------------------------------------------- tracer tensors
 
 
 def _region_of_buffer(buf: Buffer) -> MemoryRegion:
@@ -184,16 +55,16 @@ def row_major(shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     return dims
 
 
-class NkiTensor:
-    """A tensor in a traced kernel: a view of a :class:`Buffer`.
+class TensorView:
+    """A tensor in a traced kernel: a view of a :class:`Buffer`, what ``nki.isa`` calls take.
 
     ``offset`` is in elements from the buffer's start; ``dims`` are the ``(step, num)`` pairs of the
     view's logical dimensions. On-chip views keep the partition dimension first; if an integer index
-    removed it, ``ppair`` holds the hidden one-partition pair.
+    removed it, ``ppair`` holds the hidden one-partition pair. Views of a view have its class: the
+    tensors kernels hold are ``nl.NkiTensor`` (``language/tensor.py``), which adds the operators.
     """
 
     __slots__ = ("buf", "offset", "dims", "ppair", "shape", "partitions", "free_size", "size")
-    __array_priority__ = 1000  # numpy scalars defer to our operators
 
     def __init__(self, buf: Buffer, offset: int, dims: tuple[tuple[int, int], ...], ppair=None):
         self.buf = buf
@@ -214,7 +85,7 @@ class NkiTensor:
         self.free_size = size // p if p else 0
 
     @classmethod
-    def whole(cls, buf: Buffer) -> NkiTensor:
+    def whole(cls, buf: Buffer) -> TensorView:
         t = object.__new__(cls)
         shape = buf.shape
         t.buf, t.offset, t.dims, t.ppair, t.shape = buf, 0, row_major(shape), None, shape
@@ -291,15 +162,10 @@ class NkiTensor:
         return dims if len(dims) <= 5 else merge_dims(dims, 5, self)
 
     # --- indexing
-    def __getitem__(self, key) -> NkiTensor:
+    def __getitem__(self, key) -> TensorView:
         return index_view(self, key)
 
-    def __setitem__(self, key, value) -> None:
-        from neuronsim.nki import language
-
-        language.assign(self[key], value)
-
-    # --- view methods (NkiTensor API)
+    # --- view methods (the NKI tensor API)
     def ap(
         self,
         pattern,
@@ -308,7 +174,7 @@ class NkiTensor:
         vector_offset=None,
         indirect_dim: int = 0,
         dtype=None,
-    ) -> NkiTensor:
+    ) -> TensorView:
         if scalar_offset is not None or vector_offset is not None:
             raise UnsupportedError(
                 "indirect access patterns (scalar_offset / vector_offset) are not simulated",
@@ -318,19 +184,19 @@ class NkiTensor:
         pairs = tuple((int(s), int(n)) for s, n in pattern)
         if not pairs:
             raise ConstraintError(".ap() needs at least one [step, num] pair", location=caller_location())
-        return NkiTensor(buf, int(offset), pairs)
+        return type(self)(buf, int(offset), pairs)
 
-    def view(self, dtype) -> NkiTensor:
+    def view(self, dtype) -> TensorView:
         """Reinterpret the (whole, contiguous) tensor as another dtype."""
         if self.offset != 0 or self.dims != _row_major(self.buf.shape, 0):
             raise UnsupportedError(
                 "view(dtype) is simulated on whole tensors only", location=caller_location()
             )
-        return NkiTensor.whole(reinterpret(self.buf, dtype))
+        return self.whole(reinterpret(self.buf, dtype))
 
     reinterpret_cast = view
 
-    def reshape(self, shape) -> NkiTensor:
+    def reshape(self, shape) -> TensorView:
         shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
         if not self.is_contiguous():
             raise UnsupportedError(
@@ -349,7 +215,7 @@ class NkiTensor:
                     f"{self.buf.describe()} has",
                     location=caller_location(),
                 )
-            return NkiTensor(
+            return type(self)(
                 self.buf, self.offset, ((self.buf.free_size, shape[0]),) + _row_major(shape[1:], 0)
             )
         if math.prod(shape) > self.buf.free_size - self.offset:
@@ -357,7 +223,7 @@ class NkiTensor:
                 f"reshape {self.shape} -> {shape} needs more elements than {self.buf.describe()} has",
                 location=caller_location(),
             )
-        return NkiTensor(self.buf, self.offset, _row_major(shape, 0))
+        return type(self)(self.buf, self.offset, _row_major(shape, 0))
 
     def is_contiguous(self) -> bool:
         dims = self.dims
@@ -372,7 +238,7 @@ class NkiTensor:
             expect *= num
         return True
 
-    def permute(self, dims) -> NkiTensor:
+    def permute(self, dims) -> TensorView:
         order = tuple(int(d) for d in dims)
         if sorted(order) != list(range(len(self.dims))):
             raise ValueError(f"permute({order}) is not a permutation of {len(self.dims)} dims")
@@ -380,9 +246,9 @@ class NkiTensor:
             raise ConstraintError(
                 "permute cannot move the partition dimension of an on-chip tensor", location=caller_location()
             )
-        return NkiTensor(self.buf, self.offset, tuple(self.dims[d] for d in order), self.ppair)
+        return type(self)(self.buf, self.offset, tuple(self.dims[d] for d in order), self.ppair)
 
-    def broadcast(self, dim: int, size: int) -> NkiTensor:
+    def broadcast(self, dim: int, size: int) -> TensorView:
         if self.dims[dim][1] != 1:
             raise ValueError(f"broadcast: dim {dim} has size {self.dims[dim][1]}, not 1")
         if self.on_chip and self.ppair is None and dim == 0:
@@ -393,9 +259,9 @@ class NkiTensor:
             )
         dims = list(self.dims)
         dims[dim] = (0, int(size))
-        return NkiTensor(self.buf, self.offset, tuple(dims), self.ppair)
+        return type(self)(self.buf, self.offset, tuple(dims), self.ppair)
 
-    def broadcast_to(self, shape) -> NkiTensor:
+    def broadcast_to(self, shape) -> TensorView:
         shape = tuple(int(s) for s in shape)
         t = self
         while len(t.dims) < len(shape):
@@ -405,95 +271,33 @@ class NkiTensor:
                 t = t.broadcast(d, n_new)
         return t
 
-    def expand_dim(self, dim: int) -> NkiTensor:
+    def expand_dim(self, dim: int) -> TensorView:
         dims = list(self.dims)
         dims.insert(dim, (1, 1))
-        return NkiTensor(self.buf, self.offset, tuple(dims), self.ppair)
+        return type(self)(self.buf, self.offset, tuple(dims), self.ppair)
 
-    def squeeze_dim(self, dim: int) -> NkiTensor:
+    def squeeze_dim(self, dim: int) -> TensorView:
         if self.dims[dim][1] != 1:
             raise ValueError(f"squeeze_dim: dim {dim} has size {self.dims[dim][1]}, not 1")
-        return NkiTensor(self.buf, self.offset, self.dims[:dim] + self.dims[dim + 1 :], self.ppair)
+        return type(self)(self.buf, self.offset, self.dims[:dim] + self.dims[dim + 1 :], self.ppair)
 
-    def flatten_dims(self, start: int, end: int) -> NkiTensor:
+    def flatten_dims(self, start: int, end: int) -> TensorView:
         inner = self.dims[start : end + 1]
-        merged = merge_dims(inner, 1, self)
-        return NkiTensor(self.buf, self.offset, self.dims[:start] + merged + self.dims[end + 1 :], self.ppair)
+        dims = self.dims[:start] + merge_dims(inner, 1, self) + self.dims[end + 1 :]
+        return type(self)(self.buf, self.offset, dims, self.ppair)
 
-    def select(self, dim: int, index: int) -> NkiTensor:
+    def select(self, dim: int, index: int) -> TensorView:
         key = [slice(None)] * len(self.dims)
         key[dim] = int(index)
         return index_view(self, tuple(key))
 
-    def slice(self, dim: int, start: int, end: int, step: int = 1) -> NkiTensor:
+    def slice(self, dim: int, start: int, end: int, step: int = 1) -> TensorView:
         key = [slice(None)] * len(self.dims)
         key[dim] = slice(start, end, step)
         return index_view(self, tuple(key))
 
-    # --- operators map to nki.language
-    def _op(self, name, other, swap=False):
-        from neuronsim.nki import language
 
-        fn = getattr(language, name)
-        return fn(other, self) if swap else fn(self, other)
-
-    def __add__(self, o):
-        return self._op("add", o)
-
-    def __radd__(self, o):
-        return self._op("add", o, True)
-
-    def __sub__(self, o):
-        return self._op("subtract", o)
-
-    def __rsub__(self, o):
-        return self._op("subtract", o, True)
-
-    def __mul__(self, o):
-        return self._op("multiply", o)
-
-    def __rmul__(self, o):
-        return self._op("multiply", o, True)
-
-    def __truediv__(self, o):
-        return self._op("divide", o)
-
-    def __rtruediv__(self, o):
-        return self._op("divide", o, True)
-
-    def __pow__(self, o):
-        return self._op("power", o)
-
-    def __lt__(self, o):
-        return self._op("less", o)
-
-    def __le__(self, o):
-        return self._op("less_equal", o)
-
-    def __gt__(self, o):
-        return self._op("greater", o)
-
-    def __ge__(self, o):
-        return self._op("greater_equal", o)
-
-    def __and__(self, o):
-        return self._op("bitwise_and", o)
-
-    def __or__(self, o):
-        return self._op("bitwise_or", o)
-
-    def __xor__(self, o):
-        return self._op("bitwise_xor", o)
-
-    def __neg__(self):
-        from neuronsim.nki import language
-
-        return language.negative(self)
-
-    __hash__ = object.__hash__
-
-
-def merge_dims(dims, limit: int, t: NkiTensor) -> tuple[tuple[int, int], ...]:
+def merge_dims(dims, limit: int, t: TensorView) -> tuple[tuple[int, int], ...]:
     """Merge adjacent dims that walk memory contiguously until at most ``limit`` remain."""
     out = [d for d in dims if d[1] != 1] or [(1, 1)]
     i = len(out) - 1
@@ -554,7 +358,7 @@ def _as_index(k) -> int | None:
     return None if index is None else index()
 
 
-def _slice(k: slice, num: int, d: int, t: NkiTensor) -> tuple[int, int, int]:
+def _slice(k: slice, num: int, d: int, t: TensorView) -> tuple[int, int, int]:
     """(start, count, step) of a slice on a dim of size ``num``; explicit bounds outside it are errors."""
     start, stop, step = k.start, k.stop, k.step
     if step is None and (start is None or type(start) is int) and (stop is None or type(stop) is int):
@@ -576,7 +380,7 @@ def _slice(k: slice, num: int, d: int, t: NkiTensor) -> tuple[int, int, int]:
     )
 
 
-def index_view(t: NkiTensor, key) -> NkiTensor:
+def index_view(t: TensorView, key) -> TensorView:
     if type(key) is not tuple:
         key = (key,)
     tdims = t.dims
@@ -598,11 +402,11 @@ def index_view(t: NkiTensor, key) -> NkiTensor:
             offset += a * step
             dims.append((step, b - a if b > a else 0))
         else:
-            return NkiTensor(t.buf, offset, tuple(dims), t.ppair)
+            return type(t)(t.buf, offset, tuple(dims), t.ppair)
     return _index_view(t, key)
 
 
-def _index_view(t: NkiTensor, key) -> NkiTensor:
+def _index_view(t: TensorView, key) -> TensorView:
     n = len(t.dims)
     if Ellipsis in key:
         at = key.index(Ellipsis)
@@ -653,161 +457,6 @@ def _index_view(t: NkiTensor, key) -> NkiTensor:
         )
     if len(key) < n:
         dims.extend(tdims[len(key) :])
-    return NkiTensor(t.buf, offset, tuple(dims), ppair)
+    return type(t)(t.buf, offset, tuple(dims), ppair)
 
 
-# ---------------------------------------------------------------- the trace
-
-
-class LoopFrame:
-    __slots__ = ("kind", "location", "iteration")
-
-    def __init__(self, kind: str, location: str | None):
-        self.kind = kind
-        self.location = location
-        self.iteration = 0
-
-
-class Trace:
-    """Everything one kernel instance records: buffers, instruction records, loops, side data."""
-
-    def __init__(self, name: str, chip: ChipSpec, program_id: tuple[int, ...], grid: tuple[int, ...]):
-        self.name = name
-        self.chip = chip
-        self.program_id = program_id
-        self.grid = grid
-        self.buffers: list[Buffer] = []
-        self.records: list[tuple] = []  # (opcode, engine, dst, srcs, imm, location, name, queue, dst2)
-        self.loops: list[LoopFrame] = []
-        self.affine_key: tuple = ()  # locations of the enclosing affine_range loops
-        self.aliases: dict[int, list[Buffer]] = {}
-        self.site_counts: dict[Any, int] = {}
-        self.dma_queue = 0
-        self.matmul_flops = 0
-        self.transpose_flops = 0
-        self.prints: list[tuple[str, Buffer]] = []
-        self.barriers: list[int] = []  # record index where each core_barrier split the program
-        self.identity: dict = {}
-        self.names: dict[str, int] = {}
-        self.scalar_regs = None  # the ScalarE reduce registers' value (emulated, see isa.activation)
-        self.hbm_fill: dict[int, float] = {}  # HBM buffer id -> value the host fills it with (nl.zeros/full)
-        self.constants: dict = {}  # HBM buffer id -> numpy array (nl.shared_constant)
-
-    def unique_name(self, name: str) -> str:
-        n = self.names.get(name)
-        self.names[name] = 1 if n is None else n + 1
-        return name if n is None else f"{name}_{n}"
-
-    def new_buffer(
-        self,
-        name: str,
-        memory: Memory,
-        shape,
-        dtype,
-        location,
-        *,
-        kind: str = "scratch",
-        shared: bool = False,
-        tag: str = "",
-        register: bool = True,
-    ) -> Buffer:
-        buf = Buffer(
-            len(self.buffers),
-            self.unique_name(name),
-            memory,
-            shape if type(shape) is tuple else tuple(int(s) for s in shape),
-            dtype,
-            kind,
-            location,
-            shared,
-        )
-        self.buffers.append(buf)
-        if register and memory in ON_CHIP:
-            affine = self.affine_key
-            site = (location, tag, affine)
-            buf.site = site
-            buf.site_index = self.site_counts.get(site, 0)
-            self.site_counts[site] = buf.site_index + 1
-            buf.rotating = bool(affine)
-        return buf
-
-    def new_tile(self, name: str, memory: Memory, shape: tuple[int, ...], dtype: DType, location, tag: str):
-        """An on-chip buffer (the fast path of :meth:`new_buffer`), registered at its allocation site."""
-        n = self.names.get(name)
-        self.names[name] = 1 if n is None else n + 1
-        buf = Buffer(len(self.buffers), name if n is None else f"{name}_{n}", memory, shape, dtype, "scratch",
-                     location)
-        self.buffers.append(buf)
-        affine = self.affine_key
-        site = (location, tag, affine)
-        buf.site = site
-        index = buf.site_index = self.site_counts.get(site, 0)
-        self.site_counts[site] = index + 1
-        buf.rotating = bool(affine)
-        return buf
-
-    def next_dma_queue(self) -> int:
-        q = self.dma_queue
-        self.dma_queue = (q + 1) % self.chip.dma_queues_per_engine
-        return q
-
-
-_state = threading.local()
-
-
-def current_trace() -> Trace:
-    try:
-        trace = _state.trace
-    except AttributeError:
-        trace = None
-    if trace is None:
-        raise RuntimeError(
-            "NKI language and ISA calls are only valid inside a kernel being traced "
-            "(an @nki.jit function run through nki.simulate or called with arrays)"
-        )
-    return trace
-
-
-def active_trace() -> Trace | None:
-    return getattr(_state, "trace", None)
-
-
-class tracing:
-    """Context manager making ``trace`` the current trace of this thread."""
-
-    def __init__(self, trace: Trace):
-        self.trace = trace
-
-    def __enter__(self) -> Trace:
-        self.prev = getattr(_state, "trace", None)
-        _state.trace = self.trace
-        return self.trace
-
-    def __exit__(self, *exc) -> None:
-        _state.trace = self.prev
-
-
-def loop(kind: str, start, stop=None, step=1):
-    """The iterator behind ``affine_range`` / ``sequential_range`` / ``static_range``."""
-    if stop is None:
-        start, stop = 0, start
-    r = range(int(start), int(stop), int(step))
-    trace = active_trace()
-    if trace is None:
-        return iter(r)
-    return _traced_loop(trace, kind, r, caller_location(3))
-
-
-def _traced_loop(trace: Trace, kind: str, r: range, location):
-    frame = LoopFrame(kind, location)
-    trace.loops.append(frame)
-    outer_key = trace.affine_key
-    if kind == "affine":
-        trace.affine_key = outer_key + (location,)
-    try:
-        for i in r:
-            yield i
-            frame.iteration += 1
-    finally:
-        trace.loops.remove(frame)
-        trace.affine_key = outer_key

@@ -1,0 +1,45 @@
+"""``nl`` dtypes and memory buffers: ``nl.float32``, ``nl.bfloat16``..., ``nl.sbuf``, ``nl.psum``,
+``nl.shared_hbm``..., ``nl.fp32`` limits, ``nl.ds`` (see ``nki/types.py`` for the value types)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuronsim.nki import types as _types
+from neuronsim.nki.types import DynSlice, MemoryRegion
+from neuronsim.sim.dtypes import DType
+
+_D = _types.DTYPES
+bool_ = _D[DType.bool_]
+int8, int16, int32 = _D[DType.int8], _D[DType.int16], _D[DType.int32]
+uint8, uint16, uint32 = _D[DType.uint8], _D[DType.uint16], _D[DType.uint32]
+float16, float32 = _D[DType.float16], _D[DType.float32]
+bfloat16, tfloat32 = _D[DType.bfloat16], _D[DType.tfloat32]
+float8_e4m3, float8_e5m2 = _D[DType.float8_e4m3], _D[DType.float8_e5m2]
+float8_e4m3fn = _D[DType.float8_e4m3fn]
+DTYPE_MEMO = {nd: d for d, nd in _D.items()}  # keyed by the canonical objects: identity hits
+# The x4-packed MX types exist in the API; the simulator stores no packed formats (using one is a DtypeError).
+float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = "float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4"
+
+
+class fp32:
+    """float32 limits (``nl.fp32.min`` is the most negative finite float32)."""
+
+    min = float(np.finfo(np.float32).min)
+    max = float(np.finfo(np.float32).max)
+    eps = float(np.finfo(np.float32).eps)
+
+
+sbuf, psum, hbm, private_hbm, shared_hbm = (
+    _types.sbuf,
+    _types.psum,
+    _types.hbm,
+    _types.private_hbm,
+    _types.shared_hbm,
+)
+MemoryRegion = MemoryRegion
+ds = DynSlice
+
+
+class NKIObject:
+    """Base class of user classes passed to kernels (plain Python objects here)."""

@@ -1,0 +1,151 @@
+"""``nl`` element-wise math: arithmetic and comparisons on VectorE, activation functions on ScalarE,
+``where``; the functions with no instruction in the simulated ISA raise UnsupportedError.
+
+``a + b``, ``a < b``... on tensors are these same operations (``language/tensor.py``).
+"""
+
+from __future__ import annotations
+
+from neuronsim.errors import UnsupportedError
+from neuronsim.nki import isa as _isa
+from neuronsim.nki.language.creation import full
+from neuronsim.nki.language.dtypes import bool_
+from neuronsim.nki.language.tensor import binary, is_tile, new_tile, result_dtype, sim_dtype, unary_alu
+from neuronsim.nki.trace import caller_location
+from neuronsim.sim.dtypes import DType
+from neuronsim.sim.ir import ActFunc, AluOp
+
+
+def _unary_act(x, func: ActFunc, dtype, tag: str):
+    if not is_tile(x):
+        raise TypeError(f"nl.{tag} takes a tile, got {type(x).__name__}")
+    out = new_tile(x.shape, x.dtype if dtype is None else dtype, tag)
+    _isa.activation(out, func, x)
+    return out
+
+
+def _make_binary(name: str, op: AluOp, default_dtype=None):
+    def fn(x, y, dtype=default_dtype):
+        return binary(x, y, op, dtype, name)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise ``{op.name}`` of two tiles, or a tile and a scalar (new SBUF tile; VectorE)."
+    return fn
+
+
+def _make_act(name: str, func: ActFunc):
+    def fn(x, dtype=None):
+        return _unary_act(x, func, dtype, name)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise ``{func.name}`` (new SBUF tile; ScalarE activation)."
+    return fn
+
+
+add = _make_binary("add", AluOp.add)
+subtract = _make_binary("subtract", AluOp.subtract)
+multiply = _make_binary("multiply", AluOp.multiply)
+divide = _make_binary("divide", AluOp.divide)
+maximum = _make_binary("maximum", AluOp.maximum)
+minimum = _make_binary("minimum", AluOp.minimum)
+power = _make_binary("power", AluOp.power)
+abs_max = _make_binary("abs_max", AluOp.abs_max)
+abs_min = _make_binary("abs_min", AluOp.abs_min)
+fmod = _make_binary("fmod", AluOp.mod)
+equal = _make_binary("equal", AluOp.equal, bool_)
+not_equal = _make_binary("not_equal", AluOp.not_equal, bool_)
+greater = _make_binary("greater", AluOp.greater, bool_)
+greater_equal = _make_binary("greater_equal", AluOp.greater_equal, bool_)
+less = _make_binary("less", AluOp.less, bool_)
+less_equal = _make_binary("less_equal", AluOp.less_equal, bool_)
+logical_and = _make_binary("logical_and", AluOp.logical_and, bool_)
+logical_or = _make_binary("logical_or", AluOp.logical_or, bool_)
+logical_xor = _make_binary("logical_xor", AluOp.logical_xor, bool_)
+bitwise_and = _make_binary("bitwise_and", AluOp.bitwise_and)
+bitwise_or = _make_binary("bitwise_or", AluOp.bitwise_or)
+bitwise_xor = _make_binary("bitwise_xor", AluOp.bitwise_xor)
+left_shift = _make_binary("left_shift", AluOp.left_shift)
+right_shift = _make_binary("right_shift", AluOp.right_shift)
+
+exp = _make_act("exp", ActFunc.exp)
+log = _make_act("log", ActFunc.log)
+tanh = _make_act("tanh", ActFunc.tanh)
+sigmoid = _make_act("sigmoid", ActFunc.sigmoid)
+relu = _make_act("relu", ActFunc.relu)
+gelu = _make_act("gelu", ActFunc.gelu)
+gelu_apprx_tanh = _make_act("gelu_apprx_tanh", ActFunc.gelu_apprx_tanh)
+gelu_dx = _make_act("gelu_dx", ActFunc.gelu_dx)
+silu = _make_act("silu", ActFunc.silu)
+softplus = _make_act("softplus", ActFunc.softplus)
+sqrt = _make_act("sqrt", ActFunc.sqrt)
+rsqrt = _make_act("rsqrt", ActFunc.rsqrt)
+reciprocal = _make_act("reciprocal", ActFunc.reciprocal)
+square = _make_act("square", ActFunc.square)
+erf = _make_act("erf", ActFunc.erf)
+sin = _make_act("sin", ActFunc.sin)
+abs = _make_act("abs", ActFunc.abs)
+sign = _make_act("sign", ActFunc.sign)
+identity = _make_act("identity", ActFunc.identity)
+
+
+def negative(x, dtype=None):
+    """``-x`` (new SBUF tile; VectorE)."""
+    return unary_alu(x, AluOp.multiply, dtype, "negative", -1.0)
+
+
+def invert(x, dtype=None):
+    """Bitwise NOT of an integer tile (VectorE)."""
+    return unary_alu(x, AluOp.invert, dtype, "invert")
+
+
+bitwise_not = invert
+
+
+def logical_not(x, dtype=bool_):
+    return unary_alu(x, AluOp.equal, dtype, "logical_not", 0.0)
+
+
+def where(condition, x, y, dtype=None):
+    """``x`` where ``condition`` else ``y`` (new SBUF tile; VectorE select)."""
+    like = x if is_tile(x) else y if is_tile(y) else condition
+    d = (
+        sim_dtype(dtype)
+        if dtype is not None
+        else (
+            result_dtype(*(v for v in (x, y) if is_tile(v)))
+            if is_tile(x) or is_tile(y)
+            else DType.float32
+        )
+    )
+    on_true = x if is_tile(x) else full(like.shape, float(x), d)
+    out = new_tile(like.shape, d, "where")
+    _isa.select_reduce(out, condition, on_true, y)
+    return out
+
+
+def _unsupported(name: str):
+    def fn(*args, **kwargs):
+        raise UnsupportedError(
+            f"nl.{name} is not simulated (no instruction of the simulated ISA computes it)",
+            location=caller_location(),
+        )
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = "Not simulated: raises UnsupportedError."
+    return fn
+
+
+cos = _unsupported("cos")
+tan = _unsupported("tan")
+arctan = _unsupported("arctan")
+ceil = _unsupported("ceil")
+floor = _unsupported("floor")
+trunc = _unsupported("trunc")
+gelu_apprx_sigmoid = _unsupported("gelu_apprx_sigmoid")
+gelu_apprx_sigmoid_dx = _unsupported("gelu_apprx_sigmoid_dx")
+silu_dx = _unsupported("silu_dx")
+erf_dx = _unsupported("erf_dx")
+mish = _unsupported("mish")
+gather_flattened = _unsupported("gather_flattened")
+atomic_rmw = _unsupported("atomic_rmw")
+all_reduce = _unsupported("all_reduce")

@@ -1,0 +1,134 @@
+"""Running a traced kernel on arrays: one launch on the simulated NeuronCore(s).
+
+The arrays are bound to the kernel's HBM tensors in place (numpy arrays, or CPU torch tensors
+viewed as numpy); outputs and scratch HBM tensors are allocated and filled as the trace says; every
+phase of every SPMD instance runs (``neuronsim.sim.run``), ``nl.device_print`` values are printed,
+copies of in-out arguments are written back, and the launch is handed to the profiler.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import ml_dtypes
+import numpy as np
+
+from neuronsim.errors import InputError
+from neuronsim.nki.profile import record_launch
+from neuronsim.nki.traced import TracedKernel, is_torch
+from neuronsim.options import current as current_options
+from neuronsim.sim import api as sim_api
+from neuronsim.sim.memory.state import FILL_BYTE
+
+
+def run(traced: TracedKernel, given: list):
+    """Launch ``traced`` on ``given`` (its array arguments in order, lists flattened) and hand the
+    launch to the profiler; return (outputs, runs[phase][instance] RunResults)."""
+    issued = time.time_ns()
+    outputs, runs = execute(traced, given)
+    record_launch(traced, runs, issued)
+    return outputs, runs
+
+
+def _shared_array(name: str, shape, dtype: np.dtype, fill: float | None) -> np.ndarray:
+    return _new_array(shape, dtype, fill)
+
+
+def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap=None):
+    """Run every phase of every instance; return (outputs, runs[phase][instance] RunResults).
+
+    ``new_shared(name, shape, dtype, fill)`` makes the HBM arrays the kernel allocates for all its
+    instances (its outputs among them); ``wrap(name, array)`` turns a returned HBM tensor into
+    what the caller gets (default: the array, or a CPU torch tensor when the inputs were). The
+    device layer passes both to put outputs in device memory and return its own tensors (and
+    charges the launch to its clock instead of handing it to the profiler).
+    """
+    names = [n for n in traced.arg_names if n is not None]
+    if len(given) != len(names):
+        raise InputError(
+            f"kernel {traced.name} was traced with {len(names)} array arguments, got {len(given)}"
+        )
+    hbm: dict[str, np.ndarray] = {}
+    write_back = []
+    use_torch = any(is_torch(a) for a in given)
+    inouts = {
+        t.name
+        for inst in traced.instances
+        for p in inst.programs
+        for t in p.hbm_tensors()
+        if t.kind == "inout"
+    }
+    for name, a in zip(names, given, strict=False):
+        arr = to_numpy(a)
+        if not arr.flags.c_contiguous or (name in inouts and not arr.flags.writeable):
+            arr = np.array(arr, order="C", copy=True)
+        if name in inouts and not np.shares_memory(arr, to_numpy(a)):
+            write_back.append((a, arr))
+        hbm[name] = arr
+    for name, (shape, dtype, _kind) in traced.shared.items():
+        hbm[name] = new_shared(name, shape, dtype, traced.fills.get(name))
+    hbm.update(traced.constants)
+    n_phases = len(traced.instances[0].programs)
+    runs = []
+    printed = {}
+    for phase in range(n_phases):
+        row = []
+        for inst in traced.instances:
+            prog = inst.programs[phase]
+            arrays = {t.name: hbm[t.name] for t in prog.hbm_tensors() if t.name in hbm}
+            for t in prog.hbm_tensors():
+                if t.name not in arrays and t.name in traced.fills:
+                    arrays[t.name] = _new_array(t.shape, t.dtype.numpy, traced.fills[t.name])
+            result = sim_api.run(prog, arrays, traced.chip)
+            row.append(result)
+            for prefix, pname in inst.prints:
+                if pname in result.outputs and pname not in printed:
+                    printed[pname] = True
+                    print(prefix, result.outputs[pname])
+        runs.append(row)
+    for original, copy in write_back:
+        if isinstance(original, np.ndarray):
+            original[...] = copy
+        else:
+            original.copy_(_from_numpy(copy))
+    if wrap is None:
+        wrap = (lambda _name, a: _from_numpy(a)) if use_torch else (lambda _name, a: a)
+    return _outputs(traced.returns, hbm, wrap), runs
+
+
+def to_numpy(x) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    torch = sys.modules["torch"]
+    t = x.detach()
+    if t.device.type != "cpu":
+        raise InputError(f"nki.simulate takes numpy arrays or CPU torch tensors; got a tensor on {t.device}")
+    if t.dtype == torch.bfloat16:
+        return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.contiguous().numpy()
+
+
+def _from_numpy(a: np.ndarray):
+    torch = sys.modules["torch"]
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def _new_array(shape, dtype: np.dtype, fill: float | None) -> np.ndarray:
+    if fill is not None:
+        return np.full(shape, fill, dtype=dtype)
+    a = np.empty(shape, dtype=dtype)
+    a.reshape(-1).view(np.uint8)[:] = FILL_BYTE[current_options().uninitialized_memory]
+    return a
+
+
+def _outputs(ret, hbm, wrap):
+    if ret is None:
+        return None
+    if isinstance(ret, (tuple, list)):
+        return type(ret)(_outputs(r, hbm, wrap) for r in ret)
+    if isinstance(ret, dict):
+        return {k: _outputs(v, hbm, wrap) for k, v in ret.items()}
+    return wrap(ret, hbm[ret])
