@@ -2,10 +2,12 @@
 reparameterization trick with ``randn_like``, sigmoid decoder, binary cross-entropy + KL divergence,
 Adam) on synthetic 28x28 images; prints one loss per step and samples from the prior at the end.
 
-A plain PyTorch script, TorchNeuron style: ``NEURON_SIM=1 python examples/train_vae.py`` runs it on
+A plain PyTorch script, TorchNeuron style: ``NEURON_SIM=1 python examples/vae.py`` runs it on
 the emulated ``neuron`` device, ``--device cpu`` on the CPU. The noise comes from the device's own
 generator (``torch.manual_seed`` repeats it), so the two devices train on different noise, as two
-GPUs would; given the same noise they compute the same step (``tests/examples/test_vae.py``).
+GPUs would. ``--cpu-rng`` draws it from a seeded CPU generator and moves it to the device (the
+idiom for reproducing a run across devices): then the CPU and ``neuron`` runs compute the same losses
+(``tests/examples/test_vision_examples.py``).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def train_step(model, optimizer, data, eps=None) -> torch.Tensor:
 
 def main(argv: list[str] | None = None) -> list[float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-rng", action="store_true", help="draw the noise on the CPU (comparable runs)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--side", type=int, default=28, help="image side (pixels = side * side)")
@@ -92,10 +95,12 @@ def main(argv: list[str] | None = None) -> list[float]:
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     model.train()
     losses = []
+    noise = torch.Generator().manual_seed(args.seed) if args.cpu_rng else None
     for step in range(args.steps):
         start = (step % 4) * args.batch
         data = images[start:start + args.batch].to(device)
-        losses.append(train_step(model, optimizer, data).item() / len(data))
+        eps = None if noise is None else torch.randn(len(data), args.latent, generator=noise).to(device)
+        losses.append(train_step(model, optimizer, data, eps).item() / len(data))
         if not args.quiet:
             print(f"step {step:4d} loss {losses[-1]:.4f}")
     model.eval()

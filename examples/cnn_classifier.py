@@ -2,7 +2,7 @@
 max pooling, dropout, two linear layers, log-softmax + NLL, Adadelta with a StepLR schedule) on
 synthetic 28x28 digits; prints one loss per step.
 
-A plain PyTorch script, TorchNeuron style: ``NEURON_SIM=1 python examples/train_cnn.py`` runs it on
+A plain PyTorch script, TorchNeuron style: ``NEURON_SIM=1 python examples/cnn_classifier.py`` runs it on
 the emulated ``neuron`` device, ``--device cpu`` on the CPU. Dropout masks come from the device's
 own generator (``torch.manual_seed`` repeats them), so with ``--dropout 0`` the two devices give the
 same losses; with dropout they differ as two GPUs' would.

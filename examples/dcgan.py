@@ -2,11 +2,13 @@
 convolutional discriminator with batch norm, LeakyReLU, the DCGAN weight init, BCELoss, Adam with
 beta1 = 0.5) on synthetic 64x64 images; prints both losses per step.
 
-A plain PyTorch script, TorchNeuron style: ``NEURON_SIM=1 python examples/train_dcgan.py`` runs it
+A plain PyTorch script, TorchNeuron style: ``NEURON_SIM=1 python examples/dcgan.py`` runs it
 on the emulated ``neuron`` device, ``--device cpu`` on the CPU. The weight init and the noise come
 from the device's own generator (``torch.manual_seed`` repeats them), so the two devices start from
-different weights, as two GPUs would; from the same weights and noise they compute the same step
-(``tests/examples/test_dcgan.py``).
+different weights, as two GPUs would. ``--cpu-rng`` initialises the models on the CPU before moving
+them and draws the noise from a seeded CPU generator (the idiom for reproducing a run across
+devices): then the CPU and ``neuron`` runs compute the same losses
+(``tests/examples/test_vision_examples.py``).
 """
 
 from __future__ import annotations
@@ -130,6 +132,8 @@ def make_images(n: int, nc: int, seed: int) -> torch.Tensor:
 
 def main(argv: list[str] | None = None) -> list[tuple[float, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-rng", action="store_true",
+                        help="initialise the models and draw the noise on the CPU (comparable runs)")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--nz", type=int, default=100, help="size of the latent z vector")
@@ -146,19 +150,30 @@ def main(argv: list[str] | None = None) -> list[tuple[float, float]]:
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
     images = make_images(args.batch * 4, args.nc, args.seed)
-    netG = Generator(args.nz, args.ngf, args.nc).to(device)
-    netG.apply(weights_init)
-    netD = Discriminator(args.ndf, args.nc).to(device)
-    netD.apply(weights_init)
+    rng = torch.Generator().manual_seed(args.seed) if args.cpu_rng else None
+    if rng is None:  # the example's order: move, then initialise on the device
+        netG = Generator(args.nz, args.ngf, args.nc).to(device)
+        netG.apply(weights_init)
+        netD = Discriminator(args.ndf, args.nc).to(device)
+        netD.apply(weights_init)
+    else:
+        netG = Generator(args.nz, args.ngf, args.nc).apply(weights_init).to(device)
+        netD = Discriminator(args.ndf, args.nc).apply(weights_init).to(device)
+
+    def draw_noise(n):
+        if rng is None:
+            return torch.randn(n, args.nz, 1, 1, device=device)
+        return torch.randn(n, args.nz, 1, 1, generator=rng).to(device)
+
     criterion = nn.BCELoss()
-    fixed_noise = torch.randn(args.batch, args.nz, 1, 1, device=device)
+    fixed_noise = draw_noise(args.batch)
     optimizerD = torch.optim.Adam(netD.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
     optimizerG = torch.optim.Adam(netG.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
     losses = []
     for step in range(args.steps):
         start = (step % 4) * args.batch
         real = images[start:start + args.batch].to(device)
-        noise = torch.randn(real.size(0), args.nz, 1, 1, device=device)
+        noise = draw_noise(real.size(0))
         errD, errG, D_x, D_G_z1, D_G_z2 = train_step(netD, netG, optimizerD, optimizerG, criterion, real,
                                                      noise)
         losses.append((errD.item(), errG.item()))
