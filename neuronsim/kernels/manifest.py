@@ -236,6 +236,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::_foreach_sub_.ScalarList",
         "aten::_foreach_zero_.default",
     ),
+    "neuronsim.kernels.group_norm": (
+        "aten::native_group_norm.default",
+        "aten::native_group_norm_backward.default",
+    ),
     "neuronsim.kernels.indexing": (
         "aten::embedding_dense_backward.default",
         "aten::gather.default",
@@ -324,5 +328,19 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::_log_softmax_backward_data.default",
         "aten::_softmax.default",
         "aten::_softmax_backward_data.default",
+    ),
+    "neuronsim.kernels.upsample": (
+        "aten::_upsample_nearest_exact1d.default",
+        "aten::_upsample_nearest_exact1d_backward.default",
+        "aten::_upsample_nearest_exact2d.default",
+        "aten::_upsample_nearest_exact2d_backward.default",
+        "aten::upsample_bilinear2d.default",
+        "aten::upsample_bilinear2d_backward.default",
+        "aten::upsample_linear1d.default",
+        "aten::upsample_linear1d_backward.default",
+        "aten::upsample_nearest1d.default",
+        "aten::upsample_nearest1d_backward.default",
+        "aten::upsample_nearest2d.default",
+        "aten::upsample_nearest2d_backward.default",
     ),
 }
