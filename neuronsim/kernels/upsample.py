@@ -1,5 +1,5 @@
-"""Upsampling: nearest (``upsample_nearest1d/2d``, ``_upsample_nearest_exact1d/2d``) by whole
-factors and (bi)linear (``upsample_linear1d``, ``upsample_bilinear2d``), forward and backward.
+"""Upsampling (and resizing to any size): nearest (``upsample_nearest1d/2d``,
+``_upsample_nearest_exact1d/2d``) and (bi)linear (``upsample_linear1d``, ``upsample_bilinear2d``), forward and backward.
 
 Layout: pooling's (``pool.py``): one image plane per partition, 128 planes per tile, the plane along
 the free axis, so every step is one instruction over a tile of planes and a strided window of each.
@@ -9,6 +9,8 @@ the free axis, so every step is one instruction over a tile of planes and a stri
   is ``s_h * s_w`` phases, ``out[:, a::s_h, b::s_w] = x``: one copy each, spread over VectorE, GpSimd
   and ScalarE. The backward sums each input element's ``s_h * s_w`` gradients in ATen's order (row
   by row over the output, fp32): the first phase copied, then one add per phase. Bit-exact.
+  Other sizes use the runs below (each run one copy; the backward adds the width's runs, then the
+  height's, which may round a sum of more than two gradients differently from ATen's order).
 - (Bi)linear: ATen's source indices and weights (``compute_source_index_and_lambda``, fp32, the
   forward's weights rounded to the input's dtype as ATen stores them) are computed at trace time
   and grouped into runs: outputs ``o0 + k * p`` reading inputs ``i0 + k * q`` with one pair of
@@ -23,6 +25,7 @@ the free axis, so every step is one instruction over a tile of planes and a stri
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,6 +86,55 @@ def upsample_backward(gx, gy, *, sh, sw):
         nisa.dma_copy(dst=planes(gx, p0, cnt), src=res)
 
 
+def _gather(dst, src, runs, axis):
+    """``dst[o] = src[i]`` along ``axis``, run by run (copies spread over three engines)."""
+    for k, r in enumerate(runs):
+        _copy(k, _along(dst, axis, r.o0, r.ostep, r.n), _along(src, axis, r.i0, r.istep, r.n))
+
+
+def _add_back(acc, grad, runs, axis):
+    """``acc[i] += grad[o]`` along ``axis``, run by run."""
+    for r in runs:
+        a = _along(acc, axis, r.i0, r.istep, r.n)
+        nisa.tensor_tensor(dst=a, data1=a, data2=_along(grad, axis, r.o0, r.ostep, r.n), op=A.add)
+
+
+def nearest(out, x, *, rows, cols):
+    """Any sizes: the columns' runs, then the rows' (``rows`` None: 1-d)."""
+    out, x = as_planes(out), as_planes(x)
+    _, _, h, w = x.shape
+    _, _, oh, ow = out.shape
+    for p0, cnt in plane_chunks([out, x]):
+        xt = load(x, p0, cnt, (h, w))
+        res = nl.ndarray((cnt, oh, ow), dtype=out.dtype, buffer=nl.sbuf)
+        t = nl.ndarray((cnt, h, ow), dtype=out.dtype, buffer=nl.sbuf) if rows is not None else res
+        _gather(t, xt, cols, 2)
+        if rows is not None:
+            _gather(res, t, rows, 1)
+        nisa.dma_copy(dst=planes(out, p0, cnt), src=res)
+
+
+def nearest_backward(gx, gy, *, rows, cols):
+    """Any sizes: sums over the columns' runs, then the rows' (fp32; ATen adds row by row over the
+    output, so sums of more than two terms may round differently)."""
+    gx, gy = as_planes(gx), as_planes(gy)
+    _, _, h, w = gx.shape
+    _, _, oh, _ = gy.shape
+    for p0, cnt in plane_chunks([gx, gy]):
+        gt = load(gy, p0, cnt, tuple(gy.shape[2:]))
+        u = nl.ndarray((cnt, oh, w), dtype=F32, buffer=nl.sbuf)
+        nisa.memset(dst=u, value=0.0, engine=nisa.gpsimd_engine)
+        _add_back(u, gt, cols, 2)
+        if rows is not None:
+            acc = nl.ndarray((cnt, h, w), dtype=F32, buffer=nl.sbuf)
+            nisa.memset(dst=acc, value=0.0, engine=nisa.gpsimd_engine)
+            _add_back(acc, u, rows, 1)
+            u = acc
+        res = nl.ndarray((cnt, h, w), dtype=gx.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=u)
+        nisa.dma_copy(dst=planes(gx, p0, cnt), src=res)
+
+
 # ---------------------------------------------------------------- planners
 
 
@@ -106,19 +158,31 @@ def whole_factor(n_in: int, n_out: int, scale, exact: bool) -> int | None:
     return f if np.array_equal(aten_source_index(n_in, n_out, scale, exact), np.arange(n_out) // f) else None
 
 
-def _factors(call: Call, dims: int, exact: bool, backward: bool) -> tuple[int, int] | None:
-    """(s_h, s_w) when every dim is a whole factor of its input's (1-d: s_h = 1)."""
+def _sizes(call: Call, dims: int, backward: bool, first_scale: int):
+    """(input sizes, output sizes, scales) of the upsampled dims, or None."""
     out_size = call.arg(1, "output_size")
     names = ("scales_h", "scales_w") if dims == 2 else ("scales",)
-    first = 3 if backward else 2
-    scales = [call.arg(first + i, n) for i, n in enumerate(names)]
+    scales = [call.arg(first_scale + i, n) for i, n in enumerate(names)]
     in_size = call.arg(2, "input_size") if backward else call.inputs[0].shape
     if out_size is None or len(out_size) != dims or in_size is None:
         return None
-    fs = [whole_factor(i, o, s, exact) for i, o, s in zip(list(in_size)[-dims:], out_size, scales, strict=True)]
-    if None in fs:
+    return list(in_size)[-dims:], list(out_size), scales
+
+
+def _nearest_plan(call: Call, dims: int, exact: bool, backward: bool) -> tuple[Callable, dict] | None:
+    """Whole factors: the phase kernels (bit-exact); other sizes: the run kernels."""
+    sizes = _sizes(call, dims, backward, 3 if backward else 2)
+    if sizes is None:
         return None
-    return (1, fs[0]) if dims == 1 else (fs[0], fs[1])
+    fs = [whole_factor(i, o, s, exact) for i, o, s in zip(*sizes, strict=True)]
+    if None not in fs:
+        sh, sw = (1, fs[0]) if dims == 1 else fs
+        return (upsample_backward if backward else upsample), {"sh": sh, "sw": sw}
+    runs = [nearest_runs(i, o, s, exact) for i, o, s in zip(*sizes, strict=True)]
+    if None in runs:
+        return None
+    rows, cols = (None, runs[0]) if dims == 1 else runs
+    return (nearest_backward if backward else nearest), {"rows": rows, "cols": cols}
 
 
 def _dims(call: Call) -> tuple[int, bool, bool]:
@@ -133,10 +197,10 @@ def plan_upsample(call: Call) -> Launch | None:
     x, out = call.inputs[0], call.outputs[0]
     if len(call.inputs) != 1 or x.dtype not in FLOAT_DTYPES or x.dim() != dims + 2 or out.dtype != x.dtype:
         return None
-    f = _factors(call, dims, exact, False)
-    if f is None or out.numel() // max(1, x.shape[0] * x.shape[1]) > PLANE_ELEMS:
+    plan = _nearest_plan(call, dims, exact, False)
+    if plan is None or max(x.numel(), out.numel()) // max(1, x.shape[0] * x.shape[1]) > PLANE_ELEMS:
         return None
-    return Launch(upsample, (OUT(0), IN(0)), {"sh": f[0], "sw": f[1]}, flops=0.0)
+    return Launch(plan[0], (OUT(0), IN(0)), plan[1], flops=0.0)
 
 
 @native("aten::upsample_nearest1d_backward.default", "aten::upsample_nearest2d_backward.default",
@@ -146,10 +210,10 @@ def plan_upsample_backward(call: Call) -> Launch | None:
     g, out = call.inputs[0], call.outputs[0]
     if len(call.inputs) != 1 or g.dtype not in FLOAT_DTYPES or g.dim() != dims + 2 or out.dtype != g.dtype:
         return None
-    f = _factors(call, dims, exact, True)
-    if f is None or g.numel() // max(1, g.shape[0] * g.shape[1]) > PLANE_ELEMS:
+    plan = _nearest_plan(call, dims, exact, True)
+    if plan is None or max(g.numel(), out.numel()) // max(1, g.shape[0] * g.shape[1]) > PLANE_ELEMS:
         return None
-    return Launch(upsample_backward, (OUT(0), IN(0)), {"sh": f[0], "sw": f[1]}, flops=float(g.numel()))
+    return Launch(plan[0], (OUT(0), IN(0)), plan[1], flops=float(g.numel()))
 
 
 # ---------------------------------------------------------------- (bi)linear
@@ -198,10 +262,19 @@ def _round(v, dtype) -> float:
     return float(torch.tensor(float(v), dtype=torch.float32).to(dtype).item())
 
 
-def linear_runs(n_in, n_out, align_corners, scale, weight_dtype) -> list[Run] | None:
-    """The outputs as runs of one ``[ostep, istep]`` stride and one pair of weights: whole periods of a
-    ratio ``n_out / n_in = p / q``, each phase ``o mod p`` walked until its index step or weights change."""
-    taps = aten_linear_taps(n_in, n_out, align_corners, scale, weight_dtype)
+def linear_runs(n_in, n_out, align_corners, scale, weight_dtype) -> tuple[Run, ...] | None:
+    return group_runs(aten_linear_taps(n_in, n_out, align_corners, scale, weight_dtype), n_in, n_out)
+
+
+def nearest_runs(n_in, n_out, scale, exact) -> tuple[Run, ...] | None:
+    src = aten_source_index(n_in, n_out, scale, exact)
+    return group_runs([(int(i), 0, 1.0, 0.0) for i in src], n_in, n_out)
+
+
+def group_runs(taps, n_in, n_out) -> tuple[Run, ...] | None:
+    """``taps[o] = (i0, off, lam0, lam1)`` as runs of one ``[ostep, istep]`` stride and one pair of
+    weights: with ``n_out / n_in = p / q``, each phase ``o mod p`` walked until its index step or
+    weights change (None: more than ``MAX_RUNS``)."""
     g = math.gcd(n_in, n_out)
     p, q = n_out // g, n_in // g
     runs = []
@@ -277,17 +350,13 @@ def linear_backward(gx, gy, *, rows, cols):
 
 
 def _linear_runs(call: Call, dims: int, backward: bool, dtype):
-    out_size = call.arg(1, "output_size")
     first = 4 if backward else 3
     align = call.arg(first - 1, "align_corners")
-    names = ("scales_h", "scales_w") if dims == 2 else ("scales",)
-    scales = [call.arg(first + i, n) for i, n in enumerate(names)]
-    in_size = call.arg(2, "input_size") if backward else call.inputs[0].shape
-    if out_size is None or len(out_size) != dims or in_size is None or not isinstance(align, bool):
+    sizes = _sizes(call, dims, backward, first)
+    if sizes is None or not isinstance(align, bool):
         return None
     weight_dtype = torch.float32 if backward else dtype  # ATen: the forward's weights in the input's dtype
-    runs = [linear_runs(i, o, align, s, weight_dtype) for i, o, s in
-            zip(list(in_size)[-dims:], out_size, scales, strict=True)]
+    runs = [linear_runs(i, o, align, s, weight_dtype) for i, o, s in zip(*sizes, strict=True)]
     if None in runs:
         return None
     return (None, runs[0]) if dims == 1 else (runs[0], runs[1])

@@ -1,5 +1,6 @@
-"""Nearest upsampling kernels (kernels/upsample.py): whole factors of 1-d and 2-d inputs, 'nearest'
-and 'nearest-exact', forward and backward, bit for bit against ATen-CPU; other sizes on the host."""
+"""Upsampling kernels (kernels/upsample.py) against ATen-CPU, forward and backward: nearest by whole
+factors of 1-d and 2-d inputs ('nearest' and 'nearest-exact', bit for bit) and to other sizes,
+(bi)linear with and without align_corners; 3-d inputs on the host."""
 
 from __future__ import annotations
 
@@ -45,11 +46,31 @@ def test_whole_factors_match_cpu_exactly(shape, kwargs, op, dtype):
         assert a.dtype == b.dtype and torch.equal(a, b)
 
 
-def test_other_sizes_run_on_the_host():
-    x = torch.randn(1, 2, 5, 7)
-    got = F.interpolate(x.to("neuron"), size=(8, 9))
-    assert torch.equal(got.cpu(), F.interpolate(x, size=(8, 9)))
-    assert "aten::upsample_nearest2d" in torch.neuron.get_fallback_ops()
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kwargs", [{"size": (8, 9)}, {"scale_factor": 0.6}, {"scale_factor": 1.7}])
+def test_other_sizes_by_runs(kwargs, dtype):
+    """Sizes that are no whole factor: the forward copies exactly; the backward's sums of more than
+    two gradients may round differently from ATen's order."""
+    torch.manual_seed(2)
+    x = torch.randn(2, 3, 5, 7).to(dtype)
+
+    def fn(t):
+        return F.interpolate(t, **kwargs)
+
+    g = torch.randn(fn(x).shape).to(dtype)
+    want = _run(fn, x, "cpu", g)
+    torch.neuron.clear_op_tracking()
+    got = _run(fn, x, "neuron", g)
+    assert not torch.neuron.get_fallback_ops()
+    assert torch.equal(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1], rtol=1e-6 if dtype == torch.float32 else 2**-7, atol=1e-6)
+
+
+def test_3d_runs_on_the_host():
+    x = torch.randn(1, 2, 3, 4, 5)
+    got = F.interpolate(x.to("neuron"), scale_factor=2)
+    assert torch.equal(got.cpu(), F.interpolate(x, scale_factor=2))
+    assert "aten::upsample_nearest3d" in torch.neuron.get_fallback_ops()
 
 
 LINEAR = [
