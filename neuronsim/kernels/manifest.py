@@ -107,6 +107,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::hardtanh.default",
         "aten::hardtanh_.default",
         "aten::hardtanh_backward.default",
+        "aten::isneginf.default",
+        "aten::isposinf.default",
         "aten::le.Scalar",
         "aten::le.Tensor",
         "aten::le_.Scalar",
@@ -248,6 +250,16 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::masked_fill_.Tensor",
         "aten::where.self",
     ),
+    "neuronsim.kernels.int_reduction": (
+        "aten::all.default",
+        "aten::all.dim",
+        "aten::all.dims",
+        "aten::any.default",
+        "aten::any.dim",
+        "aten::any.dims",
+        "aten::cumsum.default",
+        "aten::isin.Tensor_Tensor",
+    ),
     "neuronsim.kernels.loss": (
         "aten::nll_loss_backward.default",
         "aten::nll_loss_forward.default",
@@ -322,6 +334,12 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::sum.dim_IntList",
         "aten::var.correction",
         "aten::var_mean.correction",
+    ),
+    "neuronsim.kernels.rnn": (
+        "aten::_thnn_fused_gru_cell.default",
+        "aten::_thnn_fused_gru_cell_backward.default",
+        "aten::_thnn_fused_lstm_cell.default",
+        "aten::_thnn_fused_lstm_cell_backward_impl.default",
     ),
     "neuronsim.kernels.softmax": (
         "aten::_log_softmax.default",

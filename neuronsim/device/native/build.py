@@ -24,6 +24,7 @@ from neuronsim.device.schema import OpPlan, ReturnKind, WrapperKind
 from neuronsim.kernels.bridge import Operand, operand_of
 from neuronsim.kernels.launch import trace_launch
 from neuronsim.kernels.registry import IN, Call, Launch, Ref
+from neuronsim.options import current as current_options
 
 Tensor = torch.Tensor
 _META = torch.device("meta")
@@ -76,6 +77,8 @@ def build_entry(native_op, args: tuple, kwargs: dict):
     launch = _plan_with_empty(native_op, call) if _has_empty(call) else native_op.planner(call)
     if launch is None or (not complete and launch.result is None):
         return DECLINED
+    if launch.int64_in_32_bits and not current_options().cast_64bit:
+        return DECLINED  # (the key holds the policy)
     if out_positions and (launch.result is not None or launch.output_dtypes is not None):
         raise AssertionError(f"{native_op.op}: an out= op's results are its out tensors, as they are")
     return _entry(native_op, call, positions, written, launch, out_positions)

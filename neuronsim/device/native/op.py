@@ -48,10 +48,10 @@ class NativeOp:
     def __call__(self, op, args: tuple, kwargs: dict):
         opts = current_options()
         try:
-            # (chip, op name, per-argument keys, ...): the name (a str, whose hash is cached) where the
+            # (chip, op name, per-argument keys, ..., 64-bit policy): the name (a str, whose hash is cached) where the
             # OpOverload was, whose __hash__ is Python code run on every call.
             key = (opts.chip, self.plan.name,
-                   *signature_key(args, kwargs, self._runtime_positions, self._inplace))
+                   *signature_key(args, kwargs, self._runtime_positions, self._inplace), opts.cast_64bit)
         except Decline:
             return NotImplemented
         entry = self.entries.get(key)
