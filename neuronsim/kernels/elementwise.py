@@ -49,7 +49,9 @@ from neuronsim.kernels.elementwise_chains import (
     int_binary,
     int_clamp,
     int_unary,
+    hardtanh_backward,
     leaky_relu,
+    leaky_relu_backward,
     mish,
     sigmoid_backward,
     sign,
@@ -323,7 +325,8 @@ _BACKWARD = {
 
 
 @native("aten::sigmoid_backward.default", "aten::tanh_backward.default", "aten::silu_backward.default",
-        "aten::gelu_backward.default", "aten::threshold_backward.default")
+        "aten::gelu_backward.default", "aten::threshold_backward.default", "aten::leaky_relu_backward.default",
+        "aten::hardtanh_backward.default")
 def plan_backward(call: Call) -> Launch | None:
     if not _floats(call) or len(call.inputs) != 2:
         return None
@@ -337,6 +340,15 @@ def plan_backward(call: Call) -> Launch | None:
         if th is None:
             return None
         return _launch(call, threshold_backward, th=_as_dtype(th, call.inputs[1].dtype))
+    if base == "leaky_relu_backward":
+        slope = _scalar(call.arg(2, "negative_slope"))
+        return None if slope is None else _launch(call, leaky_relu_backward, slope=float(slope))
+    if base == "hardtanh_backward":
+        lo, hi = _scalar(call.arg(2, "min_val")), _scalar(call.arg(3, "max_val"))
+        if lo is None or hi is None:
+            return None
+        dtype = call.inputs[1].dtype
+        return _launch(call, hardtanh_backward, lo=_as_dtype(lo, dtype), hi=_as_dtype(hi, dtype))
     return _launch(call, _BACKWARD[base])
 
 
