@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+import neuronsim
 from neuronsim.sweep.device_time import DeviceTime
 from neuronsim.sweep.hf_zoo import Arch, build
 
@@ -132,6 +133,7 @@ def compare_generate(arch: Arch) -> str:
 
 def check(arch: Arch, mode: str) -> Check:
     """Run one check (``eager``, ``compiled`` or ``generate``), never raising: errors are results."""
+    neuronsim.enable()  # the checks run on the device: callers other than the CLI need it too
     result = Check(arch.name, arch.group, mode)
     start = time.perf_counter()
     try:

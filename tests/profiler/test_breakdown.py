@@ -1,7 +1,7 @@
 """Per-op engine time and DMA sizes (breakdown.py); recommendations that name their ops (advice.py)."""
 
 import pytest
-from kernels import at, dma_only_run, mixed_run
+from profiled_programs import at, dma_only_run, mixed_run
 
 from neuronsim.profiler import advice, report, session
 from neuronsim.profiler import summary as S

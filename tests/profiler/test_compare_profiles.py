@@ -1,7 +1,7 @@
 """Two profiles compared: summary, engine and op deltas (B against A), the sides' names, the HTML."""
 
 import pytest
-from kernels import dma_only_run, mixed_run
+from profiled_programs import dma_only_run, mixed_run
 
 from neuronsim.profiler import report
 from neuronsim.profiler.compare import SUMMARY_FIELDS, compare_profiles, side_names

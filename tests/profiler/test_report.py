@@ -4,7 +4,7 @@ import csv
 import json
 
 import pytest
-from kernels import dma_only_run, mixed_run
+from profiled_programs import dma_only_run, mixed_run
 
 from neuronsim.profiler import report, session
 from neuronsim.profiler import summary as S

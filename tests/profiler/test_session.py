@@ -1,6 +1,6 @@
 """The profiling session: producers register with it; it reaches for none of them."""
 
-from kernels import dma_only_run
+from profiled_programs import dma_only_run
 
 from neuronsim.profiler import session
 from neuronsim.profiler.events import DeviceOpEvent, PlacedRun

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from kernels import dma_only_run, mixed_run
+from profiled_programs import dma_only_run, mixed_run
 
 from neuronsim.profiler import summary as S
 from neuronsim.profiler.events import FALLBACK, TRANSFER, DeviceOpEvent, from_clock_events

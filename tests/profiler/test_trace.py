@@ -4,7 +4,7 @@ import dataclasses
 import json
 
 import pytest
-from kernels import dma_only_run, mixed_run
+from profiled_programs import dma_only_run, mixed_run
 
 from neuronsim.profiler import summary as S
 from neuronsim.profiler import trace as T
@@ -36,7 +36,7 @@ def test_kernel_trace_is_valid_and_draws_every_instruction(chip):
     matmuls = sum(i.opcode is Opcode.NC_MATMUL for i in run.program.instructions)
     assert len(instr) == len(run.program.instructions) + matmuls  # a matmul is two sub-slices
     for e in instr:
-        assert e["args"]["nki_source_location"].startswith("tests/profiler/kernels.py:")
+        assert e["args"]["nki_source_location"].startswith("tests/profiler/profiled_programs.py:")
         assert e["args"]["operands"]
 
 

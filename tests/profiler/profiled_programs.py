@@ -7,7 +7,7 @@ from neuronsim.profiler.events import KernelRun
 from neuronsim.sim import ActFunc, AluOp, Opcode, ProgramBuilder
 from neuronsim.sim.engines import OPDEFS
 
-HERE = "tests/profiler/kernels.py"
+HERE = "tests/profiler/profiled_programs.py"
 
 
 def at(line: int) -> str:
