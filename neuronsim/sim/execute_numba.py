@@ -1,7 +1,9 @@
 """The Numba executor: a whole Program runs in one compiled call, no Python per instruction.
 
 The Program arrives encoded (``encoding.py``) and validated: every address is known to be in
-bounds, so the kernels do no checks. Dispatch is one branch per opcode to its engine's kernel.
+bounds, so the kernels do no checks — except where an address is read at run time (indirect DMA):
+such a kernel returns nonzero on an out-of-bounds index and the run stops there, returning the
+instruction's position. Dispatch is one branch per opcode to its engine's kernel.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ OP_TENSOR_PARTITION_REDUCE, K_TENSOR_PARTITION_REDUCE = (int(Opcode.TENSOR_PARTI
                                                          _kernel(Opcode.TENSOR_PARTITION_REDUCE))
 OP_DMA_COPY, K_DMA_COPY = int(Opcode.DMA_COPY), _kernel(Opcode.DMA_COPY)
 OP_DMA_TRANSPOSE, K_DMA_TRANSPOSE = int(Opcode.DMA_TRANSPOSE), _kernel(Opcode.DMA_TRANSPOSE)
+OP_DMA_COPY_INDIRECT, K_DMA_COPY_INDIRECT = int(Opcode.DMA_COPY_INDIRECT), _kernel(Opcode.DMA_COPY_INDIRECT)
 
 DISPATCHED = frozenset(Opcode)  # the branches below cover every opcode (tests/sim check OPDEFS)
 
@@ -105,8 +108,14 @@ def run_encoded(itab, ftab, bases):
             K_DMA_COPY(row, frow, bases)
         elif op == OP_DMA_TRANSPOSE:
             K_DMA_TRANSPOSE(row, frow, bases)
+        elif op == OP_DMA_COPY_INDIRECT:
+            if K_DMA_COPY_INDIRECT(row, frow, bases) != 0:
+                return i
+    return -1
 
 
-def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> None:
+def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> int:
+    """Run the encoded Program; -1, or the position of the instruction that stopped it."""
     if itab.shape[0]:
-        run_encoded(itab, ftab, bases)
+        return run_encoded(itab, ftab, bases)
+    return -1

@@ -78,6 +78,7 @@ class Opcode(enum.IntEnum):
     # DMA
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
+    DMA_COPY_INDIRECT = 52  # dma_copy with a runtime offset (scalar_offset / vector_offset)
 
 
 # Which engines may issue each opcode; the first is the default (NKI's engine=unknown).
@@ -105,11 +106,15 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
+    Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),
 }
 
 # Instructions whose result merges with the destination's old contents.
 READS_DST = frozenset({Opcode.TENSOR_COPY_PREDICATED})
-DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE})
+DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDIRECT})
+# Instructions whose addresses depend on values read at run time (an indirect side's bytes are
+# known only when it runs: the scheduler orders it against its whole tensor).
+INDIRECT_OPS = frozenset({Opcode.DMA_COPY_INDIRECT})
 MATMUL_OPS = frozenset({Opcode.NC_MATMUL})
 # Same free size in and out, element by element (the validator checks shapes agree).
 ELEMENTWISE = frozenset({

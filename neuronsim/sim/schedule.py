@@ -13,6 +13,7 @@ start and end in nanoseconds. Data-independent, so it is computed once per Progr
 - TensorE starts a burst throttled to ``tensor_throttle_start_fraction`` and ramps to full rate over
   ``tensor_throttle_ramp_ns``; an idle gap of ``tensor_throttle_idle_reset_ns`` starts a new burst.
 
+An indirect DMA's indexed side (``engines/dma_indirect.py``) counts as its whole tensor.
 Regions are bounding boxes — (memory space, partitions [p0, p1), bytes [b0, b1)) — in physical
 SBUF/PSUM coordinates, so two tensors sharing bytes (rotating buffers) depend on each other.
 """
@@ -27,7 +28,8 @@ from numba import njit
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.engines import OPDEFS
 from neuronsim.sim.engines.dma import transfer_engines, transfer_ns
-from neuronsim.sim.ir import COMPUTE_ENGINES, AccessPattern, Engine, Memory, Program
+from neuronsim.sim.engines.dma_indirect import descriptor_ns, indexed_side
+from neuronsim.sim.ir import COMPUTE_ENGINES, INDIRECT_OPS, AccessPattern, Engine, Memory, Program
 from neuronsim.sim.memory.layout import Placement
 
 N_COMPUTE_TRACKS = 5  # tensor, vector, scalar, gpsimd, sync; DMA queue q is track 5 + q
@@ -110,11 +112,14 @@ def schedule_inputs(program: Program, chip: ChipSpec, placement: Placement) -> S
             start = _region(sbuf_side, placement, chip)[1] if sbuf_side.memory is not Memory.HBM else 0
             first, count = transfer_engines(ins, chip, start)
             dma_first[i], dma_count[i] = first, count
-            fixed_ns[i] = transfer_ns(ins, chip, count)
+            fixed_ns[i] = transfer_ns(ins, chip, count) + descriptor_ns(ins, chip)
         else:
             track[i] = int(ins.engine)
             cycles[i] = OPDEFS[ins.opcode].cycles(ins, chip)
+        indirect = indexed_side(ins) if ins.opcode in INDIRECT_OPS else None
         for ap, is_write in ins.accesses():
+            if ap is indirect:  # its bytes are known only at run time: all of its tensor
+                ap = ap.tensor.ap()
             acc.append((*_region(ap, placement, chip), int(is_write)))
         acc_ptr[i + 1] = len(acc)
     clock = np.zeros(N_COMPUTE_TRACKS, np.float64)

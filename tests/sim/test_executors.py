@@ -510,8 +510,30 @@ def gen_dropout(g: Gen) -> None:
     g.emit(Opcode.DROPOUT, dst, srcs, **imm)
 
 
+INDEX_DTYPES = frozenset({DType.int16, DType.uint16, DType.int32, DType.uint32})
+
+
+def gen_dma_copy_indirect(g: Gen) -> None:
+    """A gather or scatter on an HBM tensor; indices are random data, so many are out of bounds:
+    oob_skip makes both executors skip the same ones."""
+    vector, to_dst = g.chance(0.6), g.chance(0.5)
+    p, nums = g.partitions(), g.free_nums()
+    side = g.operand([HBM], p, nums, write=to_dst)
+    other = g.operand([SBUF, HBM], p, nums if vector else g.refactor(math.prod(nums)), write=not to_dst)
+    offsets = g.operand([SBUF], p if vector else 1, [1], dtypes=INDEX_DTYPES)
+    if side is None or other is None:
+        return
+    if vector:
+        side = AccessPattern(side.tensor, side.offset, ((0, p), *side.pattern[1:]))
+    dst, src = (side, other) if to_dst else (other, side)
+    g.emit(Opcode.DMA_COPY_INDIRECT, dst, [src, offsets], queue=g.r.randrange(16),
+           indexed="dst" if to_dst else "src", vector=vector, stride=g.choice([1, 2, 7, 32, 100]),
+           oob_skip=True)
+
+
 GENERATORS = {
     Opcode.DMA_COPY: gen_dma_copy,
+    Opcode.DMA_COPY_INDIRECT: gen_dma_copy_indirect,
     Opcode.DMA_TRANSPOSE: gen_dma_transpose,
     Opcode.NC_MATMUL: gen_matmul,
     Opcode.NC_TRANSPOSE: gen_transpose,

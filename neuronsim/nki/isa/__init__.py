@@ -26,7 +26,7 @@ from neuronsim.nki.isa.enums import (
     vector_engine,
 )
 from neuronsim.nki.isa.gpsimd import affine_select, iota, tensor_partition_reduce
-from neuronsim.nki.isa.misc import core_barrier, get_nc_version
+from neuronsim.nki.isa.misc import core_barrier, get_nc_version, sendrecv
 from neuronsim.nki.isa.scalar import activation, activation_reduce
 from neuronsim.nki.isa.tensor import nc_matmul, nc_transpose
 from neuronsim.nki.isa.vector import (
@@ -83,6 +83,7 @@ __all__ = [
     "scalar_engine",
     "scalar_tensor_tensor",
     "select_reduce",
+    "sendrecv",
     "set_rng_seed",
     "tensor_copy",
     "tensor_copy_predicated",

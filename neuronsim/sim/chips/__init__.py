@@ -86,6 +86,8 @@ class ChipSpec:
     dma_fixed_cost_ns: float
     dma_transpose_hbm_efficiency: float
     dma_transpose_sbuf_efficiency: float
+    dma_hwdge_instruction_ns: float
+    dma_swdge_instruction_ns: float
 
     sources: Mapping[str, ChipValue] = field(default_factory=dict, repr=False, compare=False)
 

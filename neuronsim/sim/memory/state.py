@@ -60,10 +60,12 @@ class CoreMemory:
         self.sbuf = self._rows[Memory.SBUF][:, :chip.sbuf_bytes_per_partition]
         self.psum = self._rows[Memory.PSUM][:, :chip.psum_bytes_per_partition]
 
-    def reset(self, program: Program, placement: Placement, policy: str) -> None:
+    def reset(self, program: Program, placement: Placement, policy: str, keep=frozenset()) -> None:
+        """Fill the bytes of ``program``'s on-chip tensors, except those named in ``keep`` (tiles
+        that carry their values over from an earlier phase of the same kernel on this core)."""
         fill = FILL_BYTE[policy]
         for t in program.tensors:
-            if t.memory is Memory.HBM:
+            if t.memory is Memory.HBM or t.name in keep:
                 continue
             mem = self.sbuf if t.memory is Memory.SBUF else self.psum
             start, off = placement.start_partition[t.id], placement.byte_offset[t.id]
