@@ -17,7 +17,17 @@ import sys
 
 from neuronsim import env
 
-_SUBMODULES = ("language", "isa")
+# nki's modules as AWS's kernels import them (``nki.dtype`` is the dtypes module, as in the
+# simulator aliasing of AWS's nki-library test harness).
+_SUBMODULES = {
+    "language": "neuronsim.nki.language",
+    "language.dtypes": "neuronsim.nki.language.dtypes",
+    "isa": "neuronsim.nki.isa",
+    "isa.constants": "neuronsim.nki.isa.constants",
+    "typing": "neuronsim.nki.typing",
+    "dtype": "neuronsim.nki.language.dtypes",
+}
+_PACKAGES = frozenset({"nki", "nki.language", "nki.isa"})
 
 
 def _real_package(name: str) -> bool:
@@ -40,12 +50,13 @@ def real_nki_installed() -> bool:
 class _AliasFinder:
     """Serves ``nki`` and its submodules from ``neuronsim.nki`` (the same module objects)."""
 
-    _TARGETS = {"nki": "neuronsim.nki", **{f"nki.{n}": f"neuronsim.nki.{n}" for n in _SUBMODULES}}
+    _TARGETS = {"nki": "neuronsim.nki", **{f"nki.{n}": target for n, target in _SUBMODULES.items()}}
+    _PACKAGES = _PACKAGES
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in self._TARGETS:
             return None
-        return importlib.machinery.ModuleSpec(fullname, self, is_package="." not in fullname)
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=fullname in self._PACKAGES)
 
     def create_module(self, spec):
         return importlib.import_module(self._TARGETS[spec.name])
@@ -79,6 +90,7 @@ class _TorchNeuronxFinder(_AliasFinder):
 
     _TARGETS = {"torch_neuronx": "neuronsim.torch_neuronx",
                 "torch_neuronx.profiling": "neuronsim.torch_neuronx.profiling"}
+    _PACKAGES = frozenset({"torch_neuronx"})
 
 
 def real_torch_neuronx_installed() -> bool:

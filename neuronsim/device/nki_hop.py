@@ -36,6 +36,7 @@ from torch.fx.experimental.proxy_tensor import (
     track_tensor_tree,
 )
 
+from neuronsim.errors import UnsupportedError
 from neuronsim.nki.kernel import Kernel, as_kernel
 
 # ---------------------------------------------------------------- the kernels a graph refers to
@@ -116,6 +117,9 @@ def call_plan(kernel: Kernel, args: tuple) -> CallPlan:
             return tuple(leaf(x) for x in r)
         if isinstance(r, dict):
             return {k: leaf(v) for k, v in r.items()}
+        if getattr(r, "dims", None) is not None:  # a ReturnedView (nki/traced.py)
+            raise UnsupportedError(f"kernel {traced.name} returns a view of an HBM tensor; under "
+                                   "torch.compile return the whole tensor (eager calls take views)")
         if r in slot_of:
             return ("arg", slot_of[r])
         shape, dtype, _kind = traced.shared[r]

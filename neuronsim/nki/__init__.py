@@ -14,14 +14,16 @@
     c, prof = nki.simulate(add, profile=True)(a, b)       # + Neuron Explorer summary and timeline
 
 With ``NEURON_SIM=1`` and no real ``nki`` package installed, :func:`install_alias` makes
-``import nki`` (and ``nki.language``, ``nki.isa``) resolve here, so existing kernel files run
+``import nki`` (and ``nki.language``, ``nki.isa``, ``nki.isa.constants``, ``nki.typing``,
+``nki.dtype``) resolve here, so existing kernel files run
 unchanged; ``python -m neuronsim.nki kernel.py`` runs a file that way. This package does not
 import torch or ``neuronsim.device``.
 """
 
-from neuronsim.nki import isa, language
+from neuronsim.nki import isa, language, typing
 from neuronsim.nki.kernel import Kernel, jit
 from neuronsim.nki.language import NkiTensor, num_programs, program_id, program_ndim
+from neuronsim.nki.language import dtypes as dtype  # ``nki.dtype``: annotations such as ``dt: nki.dtype``
 from neuronsim.nki.profile import Profile, TimelineEntry
 from neuronsim.nki.simulate import simulate
 from neuronsim.nki.traced import TracedKernel
@@ -33,6 +35,7 @@ __all__ = [
     "Profile",
     "TimelineEntry",
     "TracedKernel",
+    "dtype",
     "install_alias",
     "isa",
     "jit",
@@ -42,4 +45,5 @@ __all__ = [
     "program_ndim",
     "real_nki_installed",
     "simulate",
+    "typing",
 ]

@@ -17,8 +17,9 @@ import threading
 
 import numpy as np
 
+from neuronsim.errors import InputError
 from neuronsim.nki import launch
-from neuronsim.nki.trace import active_trace
+from neuronsim.nki.trace import active_trace, code_location
 from neuronsim.nki.traced import TracedKernel, is_array, trace_kernel
 from neuronsim.options import current as current_options
 from neuronsim.sim.chips import ChipSpec, get_chip
@@ -56,6 +57,9 @@ def _grid(grid) -> tuple[int, ...]:
     return g
 
 
+_UNSET = object()
+
+
 class Kernel:
     """An ``@nki.jit`` kernel. Call it with arrays to simulate it; ``kernel[2](...)`` launches LNC=2."""
 
@@ -73,9 +77,17 @@ class Kernel:
             self._signature = inspect.signature(fn)
         except (TypeError, ValueError):
             self._signature = None
-        code = getattr(fn, "__code__", None)
-        self.location = f"{code.co_filename}:{code.co_firstlineno}" if code else None
+        self._location = _UNSET
         self._parent: Kernel | None = None  # the kernel a grid view (kernel[2]) was made from
+
+    @property
+    def location(self) -> str | None:
+        """``file:line`` of the kernel's definition (worked out on first use: a kernel made where
+        torch.compile traces must not look at the file system)."""
+        if self._location is _UNSET:
+            code = getattr(self.fn, "__code__", None)
+            self._location = code_location(code) if code else None
+        return self._location
 
     def __getitem__(self, grid) -> Kernel:
         k = Kernel(self.fn, _grid(grid), self.options, self._cache, self._lock)
@@ -104,7 +116,11 @@ class Kernel:
     def _bind(self, args, kwargs) -> inspect.BoundArguments | None:
         if self._signature is None:
             return None
-        bound = self._signature.bind(*args, **kwargs)
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as exc:  # a wrong number or name of arguments: the call, not the kernel
+            raise InputError(f"kernel {self.__name__}{self._signature}: {exc}",
+                             location=self.location) from None
         bound.apply_defaults()
         return bound
 

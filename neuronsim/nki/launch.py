@@ -16,7 +16,7 @@ import numpy as np
 
 from neuronsim.errors import InputError
 from neuronsim.nki.profile import record_launch
-from neuronsim.nki.traced import TracedKernel, is_torch
+from neuronsim.nki.traced import ReturnedView, TracedKernel, is_torch
 from neuronsim.options import current as current_options
 from neuronsim.sim import api as sim_api
 from neuronsim.sim.ir import Memory
@@ -60,12 +60,18 @@ def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap
         for t in p.hbm_tensors()
         if t.kind == "inout"
     }
-    for name, a in zip(names, given, strict=False):
+    for i, (name, a) in enumerate(zip(names, given, strict=False)):
         arr = to_numpy(a)
-        if not arr.flags.c_contiguous or (name in inouts and not arr.flags.writeable):
+        if name in inouts and not arr.flags.writeable:
+            raise InputError(
+                f"kernel {traced.name} writes its array argument {i} ('{name}'), but that array is "
+                f"read-only; pass a writeable array (a copy)", location=_writer(traced, name))
+        # Written arguments run on a copy, written back once every phase has run: a kernel that
+        # fails part-way leaves its caller's arrays as they were.
+        if not arr.flags.c_contiguous or name in inouts:
             arr = np.array(arr, order="C", copy=True)
-        if name in inouts and not np.shares_memory(arr, to_numpy(a)):
-            write_back.append((a, arr))
+            if name in inouts:
+                write_back.append((a, arr))
         hbm[name] = arr
     for name, (shape, dtype, _kind) in traced.shared.items():
         hbm[name] = new_shared(name, shape, dtype, traced.fills.get(name))
@@ -105,6 +111,16 @@ def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap
     return _outputs(traced.returns, hbm, wrap), runs
 
 
+def _writer(traced: TracedKernel, name: str) -> str | None:
+    """The kernel line of the first instruction writing HBM tensor ``name``."""
+    for inst in traced.instances:
+        for prog in inst.programs:
+            for ins in prog.instructions:
+                if any(write and ap.tensor.name == name for ap, write in ins.accesses()):
+                    return ins.location
+    return None
+
+
 def to_numpy(x) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
@@ -139,4 +155,21 @@ def _outputs(ret, hbm, wrap):
         return type(ret)(_outputs(r, hbm, wrap) for r in ret)
     if isinstance(ret, dict):
         return {k: _outputs(v, hbm, wrap) for k, v in ret.items()}
-    return wrap(ret, hbm[ret])
+    out = wrap(ret, hbm[ret])
+    return _view(out, ret) if isinstance(ret, ReturnedView) else out
+
+
+def _view(a, view: ReturnedView):
+    """The returned view of an HBM tensor's array (numpy) or tensor (torch): a reshape of the whole
+    tensor stays a view of it; any other pattern is copied out."""
+    steps = tuple(step for step, _ in view.dims)
+    size = int(np.prod(view.shape))
+    contiguous = steps == tuple(int(np.prod(view.shape[i + 1:])) for i in range(len(steps)))
+    if isinstance(a, np.ndarray):
+        flat = a.reshape(-1)
+        if contiguous:
+            return flat[view.offset:view.offset + size].reshape(view.shape)
+        strided = np.lib.stride_tricks.as_strided(
+            flat[view.offset:], view.shape, tuple(s * a.itemsize for s in steps), writeable=False)
+        return strided.copy()
+    return a.as_strided(view.shape, steps, a.storage_offset() + view.offset)

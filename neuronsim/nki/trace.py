@@ -17,6 +17,7 @@ import sys
 import threading
 from typing import Any
 
+from neuronsim.errors import ConstraintError
 from neuronsim.nki.buffer import Buffer, check_on_chip
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
@@ -31,13 +32,21 @@ def _display_name(code) -> str | None:
     if filename.startswith(_NKI_DIR):
         name = None
     else:
+        # relative to the working directory when the kernel file is under it, else its file name
+        # (``kernel.py:12``, as errors read; a path outside says little more and buries the line)
         try:
             rel = os.path.relpath(filename)
-            name = rel if not rel.startswith("..") else filename
         except ValueError:
-            name = filename
+            rel = ".."
+        name = rel if not rel.startswith("..") else os.path.basename(filename)
     _where[code] = name
     return name
+
+
+def code_location(code, line: int | None = None) -> str:
+    """``file:line`` of a code object (its first line unless ``line``), named as kernel lines are."""
+    name = _display_name(code) or os.path.basename(code.co_filename)
+    return f"{name}:{code.co_firstlineno if line is None else line}"
 
 
 def caller_location(depth: int = 2) -> str | None:
@@ -160,9 +169,10 @@ _current = _CurrentTrace()
 def current_trace() -> Trace:
     trace = _current.trace
     if trace is None:
-        raise RuntimeError(
+        raise ConstraintError(
             "NKI language and ISA calls are only valid inside a kernel being traced "
-            "(an @nki.jit function run through nki.simulate or called with arrays)"
+            "(an @nki.jit function run through nki.simulate or called with arrays)",
+            location=caller_location(),
         )
     return trace
 

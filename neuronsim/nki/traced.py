@@ -8,23 +8,43 @@ per signature; ``launch.py`` runs it.
 
 from __future__ import annotations
 
+import ast
 import gc
 import inspect
 import itertools
+import os
+import textwrap
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuronsim.errors import ConstraintError
+from neuronsim.errors import ConstraintError, DtypeError, InputError
 from neuronsim.nki.allocate import allocate
 from neuronsim.nki.build import build_programs
 from neuronsim.nki.language import NkiTensor
 from neuronsim.nki.tensor import TensorView
-from neuronsim.nki.trace import Trace, tracing
+from neuronsim.nki.trace import Trace, code_location, tracing
 from neuronsim.nki.types import DTYPES, to_sim_dtype
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.ir import Memory, Program
+
+
+class ReturnedView(str):
+    """A returned view of an HBM tensor (``return out.reshape(...)``): the tensor's name, plus the
+    view's element offset and ``(step, num)`` dims, which the launch applies to the array."""
+
+    offset: int
+    dims: tuple[tuple[int, int], ...]
+
+    def __new__(cls, name: str, offset: int, dims):
+        self = super().__new__(cls, name)
+        self.offset, self.dims = int(offset), tuple(dims)
+        return self
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(n for _, n in self.dims)
 
 
 @dataclass
@@ -88,9 +108,16 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
     for pid in itertools.product(*(range(n) for n in grid)):
         trace = Trace(name, chip, pid, grid)
         with tracing(trace):
-            call_args, call_kwargs, arg_names = _tracer_arguments(trace, items, bound)
-            ret = fn(*call_args, **call_kwargs)
-        returns = _mark_outputs(trace, ret)
+            call_args, call_kwargs, arg_names = _tracer_arguments(trace, items, bound, location)
+            try:
+                ret = fn(*call_args, **call_kwargs)
+            except AttributeError as exc:
+                misuse = _misused_argument(exc, items)
+                if misuse is None:
+                    raise
+                raise misuse from None
+        where = _return_location(fn) or location
+        returns = _mark_outputs(trace, ret, where)
         for b in trace.buffers:
             if b.memory is Memory.HBM and b.kind == "input" and b.written:
                 b.kind = "inout"
@@ -154,26 +181,91 @@ def _check_exchanges(name: str, exchanges: list[list[tuple]]) -> None:
                     f"sends to rank {sent_to}", location=location)
 
 
-def _tracer_arguments(trace: Trace, items, bound):
+def _tracer_arguments(trace: Trace, items, bound, location):
     arg_names: list[str | None] = []
-    values = {name: _tracer(trace, name, value, arg_names) for name, value in items}
+    values = {name: _tracer(trace, name, value, arg_names, location) for name, value in items}
     if bound is None:  # no signature: everything positional
         return [values[n] for n, _ in items], {}, arg_names
     call = inspect.BoundArguments(bound.signature, dict(values))
     return call.args, call.kwargs, arg_names
 
 
-def _tracer(trace: Trace, name: str, value, arg_names: list):
+def _tracer(trace: Trace, name: str, value, arg_names: list, location=None):
     if is_array(value):
         shape = tuple(int(s) for s in value.shape)
-        buf = trace.new_buffer(name, Memory.HBM, shape, to_sim_dtype(_np_dtype(value)), None, kind="input")
+        if 0 in shape:
+            raise InputError(f"kernel {trace.name}: argument '{name}' has shape {shape}, with no elements; "
+                             f"kernel tensors are not empty", location=location)
+        try:
+            dtype = to_sim_dtype(_np_dtype(value))
+        except DtypeError as exc:
+            raise DtypeError(f"kernel {trace.name}: argument '{name}' is {value.dtype}; NKI kernels take "
+                             f"32-bit and narrower dtypes (cast it first) ({exc.what})",
+                             location=location) from None
+        buf = trace.new_buffer(name, Memory.HBM, shape, dtype, None, kind="input")
         buf.arg_index = len(arg_names)
         arg_names.append(buf.name)
         return NkiTensor.whole(buf)
     if isinstance(value, (tuple, list)) and value and all(is_array(v) for v in value):
-        return type(value)(_tracer(trace, f"{name}_{i}", v, arg_names) for i, v in enumerate(value))
+        return type(value)(_tracer(trace, f"{name}_{i}", v, arg_names, location) for i, v in enumerate(value))
     arg_names.append(None)
     return value
+
+
+def _misused_argument(exc: AttributeError, items) -> InputError | None:
+    """An attribute a kernel looked up on a non-array argument (``a.shape`` of a list or str): the
+    call passed the wrong thing. None when the object is not one of the call's arguments."""
+    obj = getattr(exc, "obj", None)
+    if obj is None or is_array(obj):
+        return None
+    for name, value in items:
+        if value is obj and isinstance(value, (list, tuple, str, bytes, int, float)):
+            return InputError(
+                f"argument '{name}' is a {type(value).__name__}, but the kernel uses it as a tensor "
+                f"(.{exc.name}); pass a numpy array", location=_kernel_frame(exc))
+    return None
+
+
+def _kernel_frame(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost traceback frame in kernel code (outside neuronsim/nki)."""
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_NKI_DIR):
+            found = code_location(tb.tb_frame.f_code, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def _return_location(fn) -> str | None:
+    """``file:line`` of the kernel's ``return`` statement when it has exactly one."""
+    code = getattr(fn, "__code__", None)
+    hit = _RETURNS.get(code, _RETURNS)
+    if hit is not _RETURNS:
+        return hit
+    hit = None
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        returns = []
+        stack = list(ast.iter_child_nodes(tree.body[0]))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Return):
+                returns.append(node)
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.extend(ast.iter_child_nodes(node))
+        if len(returns) == 1:
+            hit = code_location(code, start + returns[0].lineno - 1)
+    except (OSError, TypeError, SyntaxError, IndexError):
+        pass
+    if code is not None:
+        _RETURNS[code] = hit
+    return hit
+
+
+_RETURNS: dict = {}
+_NKI_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _np_dtype(x) -> np.dtype:
@@ -183,40 +275,40 @@ def _np_dtype(x) -> np.dtype:
     return to_sim_dtype(name).numpy
 
 
-def _mark_outputs(trace: Trace, ret):
+def _mark_outputs(trace: Trace, ret, where=None):
     """Mark the returned HBM tensors as outputs; return the structure with their names."""
     if ret is None:
+        if not any(b.memory is Memory.HBM and b.kind == "input" and b.written for b in trace.buffers):
+            raise ConstraintError(
+                f"kernel {trace.name} returned None and writes none of its arguments, so nothing it "
+                f"computes reaches the caller; return its output tensor(s)", location=where)
         return None
     if isinstance(ret, (tuple, list)):
-        return type(ret)(_mark_outputs(trace, r) for r in ret)
+        return type(ret)(_mark_outputs(trace, r, where) for r in ret)
     if isinstance(ret, dict):
-        return {k: _mark_outputs(trace, v) for k, v in ret.items()}
+        return {k: _mark_outputs(trace, v, where) for k, v in ret.items()}
     if not isinstance(ret, TensorView):
         raise ConstraintError(
             f"kernel {trace.name} returned {type(ret).__name__}; kernels return HBM tensors "
-            f"(nl.ndarray(..., buffer=nl.shared_hbm))"
+            f"(nl.ndarray(..., buffer=nl.shared_hbm))", location=where,
         )
     b = ret.buf
     if b.memory is not Memory.HBM:
         raise ConstraintError(
-            f"kernel {trace.name} returned {b.describe()}; kernel outputs must be HBM tensors "
-            f"(nl.shared_hbm): store the tile into one and return that",
-            location=b.location,
+            f"kernel {trace.name} returned {b.describe()} (allocated at {b.location}); kernel outputs "
+            f"must be HBM tensors (nl.shared_hbm): store the tile into one and return that",
+            location=where,
         )
-    if ret.offset != 0 or ret.shape != b.shape:
-        raise ConstraintError(
-            f"kernel {trace.name} returned a view {ret.shape} of {b.describe()}; return the whole tensor",
-            location=b.location,
-        )
+    view = ret.offset != 0 or ret.shape != b.shape
     if len(trace.grid) > 1 or trace.grid[0] > 1:
         if not b.shared and b.kind != "input":
             raise ConstraintError(
                 f"kernel {trace.name} returned {b.describe()}, which is private to one SPMD "
                 f"instance; outputs of a launch grid must be nl.shared_hbm",
-                location=b.location,
+                location=where,
             )
     if b.kind == "input":
         b.kind = "inout"
     elif b.kind == "scratch":
         b.kind = "output"
-    return b.name
+    return ReturnedView(b.name, ret.offset, ret.dims) if view else b.name

@@ -170,5 +170,5 @@ def test_a_kernel_called_from_a_kernel_is_inlined():
 
 
 def test_outside_a_kernel_the_api_says_so():
-    with pytest.raises(RuntimeError, match="inside a kernel"):
+    with pytest.raises(ConstraintError, match="inside a kernel"):
         nl.ndarray((128, 4), nl.float32)

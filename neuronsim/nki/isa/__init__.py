@@ -9,6 +9,7 @@ than TensorE reads it (the accumulation group is evicted).
 """
 
 from neuronsim.errors import ConstraintError as NkiValidationError
+from neuronsim.nki.isa import constants as constants  # nki.isa.constants (a module)
 from neuronsim.nki.isa import misc as _misc
 from neuronsim.nki.isa.dma import dma_copy, dma_transpose
 from neuronsim.nki.isa.enums import (
@@ -26,7 +27,14 @@ from neuronsim.nki.isa.enums import (
     vector_engine,
 )
 from neuronsim.nki.isa.gpsimd import affine_select, iota, tensor_partition_reduce
-from neuronsim.nki.isa.misc import core_barrier, get_nc_version, sendrecv
+from neuronsim.nki.isa.misc import (
+    NkiInstruction,
+    VirtualRegister,
+    core_barrier,
+    get_nc_sub_version,
+    get_nc_version,
+    sendrecv,
+)
 from neuronsim.nki.isa.scalar import activation, activation_reduce
 from neuronsim.nki.isa.tensor import nc_matmul, nc_transpose
 from neuronsim.nki.isa.vector import (
@@ -53,7 +61,9 @@ from neuronsim.nki.isa.vector import (
 globals().update({_name: getattr(_misc, _name) for _name in _misc.NOT_SIMULATED})  # raise UnsupportedError
 
 __all__ = [
+    "NkiInstruction",
     "NkiValidationError",
+    "VirtualRegister",
     "activation",
     "activation_reduce",
     "affine_select",
@@ -66,6 +76,7 @@ __all__ = [
     "dma_transpose",
     "dropout",
     "engine",
+    "get_nc_sub_version",
     "get_nc_version",
     "gpsimd_engine",
     "iota",

@@ -32,7 +32,6 @@ _ALU_NAMES.update(
         "fmod": AluOp.mod,
         "remainder": AluOp.mod,
         "sum": AluOp.add,
-        "average": AluOp.add,
         "mean": AluOp.add,
     }
 )
@@ -98,7 +97,8 @@ def act_func(op) -> ActFunc:
 
 def _tile(x, role: str, fn: str) -> TensorView:
     if not isinstance(x, TensorView):
-        raise TypeError(f"nisa.{fn}: {role} must be an NKI tensor, got {type(x).__name__}")
+        raise ConstraintError(f"{role} must be an NKI tensor (a kernel argument or a tile), got "
+                              f"{type(x).__name__}", instruction=f"nisa.{fn}", location=caller_location())
     return x
 
 
@@ -191,7 +191,7 @@ def _write(fn: str, eng: Engine, v: TensorView, idx: int, location, opcode) -> N
     if b.memory not in ENGINE_WRITES[eng]:
         writes = ENGINE_WRITES[eng]
         raise EngineAccessError(
-            f"nisa.{fn}: the {eng.name.lower()} engine cannot write {b.memory.name}; the destination is "
+            f"the {eng.name.lower()} engine cannot write {b.memory.name}; the destination is "
             f"{_describe(v)} (it writes {', '.join(sorted(m.name for m in writes))})",
             instruction=f"nisa.{fn}",
             location=location,
@@ -210,7 +210,7 @@ def _access_error(fn, eng, v, srcs, roles, location, reads, verb):
     pos = next(i for i, s in enumerate(srcs) if s is v)
     role = roles[pos] if roles else "src"
     raise EngineAccessError(
-        f"nisa.{fn}: the {eng.name.lower()} engine cannot {verb} {v.buf.memory.name}; "
+        f"the {eng.name.lower()} engine cannot {verb} {v.buf.memory.name}; "
         f"{role} is {_describe(v)} "
         f"(it reads {', '.join(sorted(m.name for m in reads))})",
         instruction=f"nisa.{fn}",
@@ -233,7 +233,7 @@ def _engine(value, fn: str, allowed: tuple[Engine, ...], default: Engine) -> Eng
 
 
 def _fail(fn: str, what: str, cls=ConstraintError):
-    return cls(f"nisa.{fn}: {what}", instruction=f"nisa.{fn}", location=caller_location())
+    return cls(what, instruction=f"nisa.{fn}", location=caller_location())
 
 
 def _same_shape(fn: str, a: TensorView, b: TensorView, ra: str, rb: str) -> None:

@@ -74,6 +74,40 @@ def get_nc_version():
     return nc_version(current_trace().chip.nki_target)
 
 
+def get_nc_sub_version() -> int:
+    """The silicon revision within the nc_version generation: 0, the first revision (the documented
+    default; the simulated chips model first revisions)."""
+    current_trace()  # like get_nc_version, a question about the kernel being traced
+    return 0
+
+
+class NkiInstruction:
+    """Opaque handle to a traced instruction (the type of AWS's ``nisa`` results). The simulator
+    orders instructions by the bytes they touch; ``nisa`` calls here return None, so no handle
+    reaches ``depends_on``."""
+
+    def __init__(self, handle=None):
+        self.handle = handle
+
+    def depends_on(self, *producers):
+        raise UnsupportedError("NkiInstruction.depends_on: explicit scheduling edges are not simulated",
+                               location=caller_location())
+
+
+class VirtualRegister:
+    """A virtual register on an engine (``nisa.register_alloc``). As under NKI's tracer frontend, its
+    value is unknown while the kernel is built: Python control flow on it is a TypeError."""
+
+    def __init__(self, state=None, frozen=False):
+        self.state, self.frozen = state, frozen
+
+    def __bool__(self):
+        raise TypeError("a VirtualRegister's value is not known while the kernel is traced; use "
+                        "nl.fori_loop / while_loop for loops on registers")
+
+    __int__ = __index__ = __bool__
+
+
 def _unsupported(fn: str):
     def call(*args, **kwargs):
         raise UnsupportedError(
@@ -109,6 +143,7 @@ NOT_SIMULATED = (
     "register_store",
     "nc_match_replace8",
     "nonzero_with_count",
+    "topk",
 )
 for _fn in NOT_SIMULATED:
     globals()[_fn] = _unsupported(_fn)

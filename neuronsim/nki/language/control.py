@@ -9,14 +9,19 @@ from __future__ import annotations
 import contextlib
 import math
 
-from neuronsim.nki.trace import current_trace, loop
+from neuronsim.errors import OutOfBoundsError
+from neuronsim.nki.trace import caller_location, current_trace, loop
 
 # ---------------------------------------------------------------- SPMD
 
 
 def program_id(axis=0) -> int:
     """Index of this SPMD instance along ``axis`` of the launch grid."""
-    return current_trace().program_id[int(axis)]
+    pid = current_trace().program_id
+    if not -len(pid) <= int(axis) < len(pid):
+        raise OutOfBoundsError(f"nl.program_id({axis}): the launch grid has {len(pid)} "
+                               f"dimension(s) {tuple(current_trace().grid)}", location=caller_location())
+    return pid[int(axis)]
 
 
 def num_programs(axes=None) -> int:

@@ -3,13 +3,16 @@ identity matrix and constants. On-chip fills are VectorE memsets; HBM tensors ar
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from neuronsim.errors import InputError
 from neuronsim.nki import isa as _isa
 from neuronsim.nki import types as _types
 from neuronsim.nki.language.dtypes import sbuf, shared_hbm
 from neuronsim.nki.language.tensor import NkiTensor, alloc
-from neuronsim.nki.trace import current_trace
+from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.nki.types import to_sim_dtype
 from neuronsim.sim.ir import AluOp
 
@@ -66,7 +69,14 @@ def shared_identity_matrix(n, dtype="uint8") -> NkiTensor:
 
 
 def shared_constant(constant, dtype=None) -> NkiTensor:
-    """An HBM tensor holding ``constant`` (a numpy array), bound as an input when the kernel runs."""
+    """An HBM tensor holding ``constant`` (a numpy array, or the path of a ``.npy`` file), bound as
+    an input when the kernel runs."""
+    if isinstance(constant, (str, os.PathLike)):
+        try:
+            constant = np.load(constant, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"nl.shared_constant: cannot read {os.fspath(constant)!r} as a .npy "
+                             f"array ({exc})", location=caller_location()) from None
     arr = np.asarray(constant)
     d = to_sim_dtype(arr.dtype if dtype is None else dtype)
     trace = current_trace()

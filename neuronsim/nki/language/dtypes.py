@@ -8,6 +8,7 @@ import numpy as np
 from neuronsim.nki import types as _types
 from neuronsim.nki.types import DynSlice, MemoryRegion
 from neuronsim.sim.dtypes import DType
+from neuronsim.sim.ir import Memory
 
 _D = _types.DTYPES
 bool_ = _D[DType.bool_]
@@ -42,4 +43,28 @@ ds = DynSlice
 
 
 class NKIObject:
-    """Base class of user classes passed to kernels (plain Python objects here)."""
+    """Base class of kernel dataclasses and configuration objects. Built with keyword arguments
+    (``Params(section_idx=0)``) it sets them as attributes, as NKI's ``NKIObject.__init__(**kwargs)``
+    does; a ``@dataclass`` subclass has its own ``__init__``."""
+
+    def __init__(self, **kwargs) -> None:
+        for name, value in kwargs.items():
+            setattr(self, name, value)
+
+
+def is_hbm(buffer) -> bool:
+    """True for ``nl.hbm``, ``nl.private_hbm`` and ``nl.shared_hbm``."""
+    return _types.region_of(buffer).memory is Memory.HBM
+
+
+def is_on_chip(buffer) -> bool:
+    """True for ``nl.sbuf`` and ``nl.psum``."""
+    return _types.region_of(buffer).memory is not Memory.HBM
+
+
+def is_psum(buffer) -> bool:
+    return _types.region_of(buffer).memory is Memory.PSUM
+
+
+def is_sbuf(buffer) -> bool:
+    return _types.region_of(buffer).memory is Memory.SBUF

@@ -88,6 +88,31 @@ sign = _make_act("sign", ActFunc.sign)
 identity = _make_act("identity", ActFunc.identity)
 
 
+def mod(x, y, dtype=None):
+    """``x mod y`` with the sign of ``y``, as Python's ``%`` (``fmod`` keeps the sign of ``x``):
+    ``fmod(fmod(x, y) + y, y)``, three VectorE ALU passes."""
+    r = binary(x, y, AluOp.mod, None, "mod")
+    r = binary(r, y, AluOp.add, None, "mod")
+    return binary(r, y, AluOp.mod, dtype, "mod")
+
+
+def _operator_name(name: str, doc: str):
+    """``nl.bypass``-style names that only select an operator (``op=nl.bypass``)."""
+    def fn(*args, **kwargs):
+        raise TypeError(f"nl.{name} is an operator for nisa calls (op=nl.{name}), not a function")
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+bypass = _operator_name("bypass", "No-op ALU operator: ``op0=nl.bypass`` skips a tensor_scalar stage.")
+prelu = _operator_name("prelu", "Parametric ReLU activation (``op=nl.prelu``): not a simulated "
+                       "ScalarE function, so an activation using it raises UnsupportedError.")
+average = _operator_name("average", "The average operator of NKI's reductions: not simulated (a "
+                         "reduction with it raises UnsupportedError).")
+
+
 def negative(x, dtype=None):
     """``-x`` (new SBUF tile; VectorE)."""
     return unary_alu(x, AluOp.multiply, dtype, "negative", -1.0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from neuronsim.errors import ConstraintError
 from neuronsim.nki import isa as _isa
 from neuronsim.nki.language.dtypes import float32, psum
-from neuronsim.nki.language.tensor import NkiTensor, is_tile, new_tile, sbuf_operand
+from neuronsim.nki.language.tensor import NkiTensor, is_tile, new_tile, partition_broadcast, sbuf_operand
 from neuronsim.nki.trace import caller_location, current_trace
 
 
@@ -72,3 +72,36 @@ def matmul(x, y, transpose_x=False) -> NkiTensor:
     out = new_tile((xt.free_size, y.free_size), float32, "matmul", psum)
     _isa.nc_matmul(out, xt, y)
     return out
+
+
+def broadcast_to(x, shape, dtype=None) -> NkiTensor:
+    """``x`` broadcast to ``shape`` (same rank; each dim equal or from 1) in a new tile, as
+    ``numpy.broadcast_to``. ``x`` itself when the shape already matches and no ``dtype`` is asked.
+    Free dims broadcast through the copy's access pattern (one VectorE copy); a 1-partition tile
+    broadcasts across partitions through TensorE (``partition_broadcast``)."""
+    if not is_tile(x):
+        raise TypeError(f"nl.broadcast_to takes a tile, got {type(x).__name__}")
+    shape = tuple(int(n) for n in shape)
+    if len(shape) != len(x.shape) or any(a not in (1, b) for a, b in zip(x.shape, shape, strict=True)):
+        raise ConstraintError(
+            f"nl.broadcast_to: cannot broadcast shape {x.shape} to {shape} (same rank; each dim equal "
+            f"or 1)", location=caller_location())
+    if shape == x.shape and (dtype is None or dtype == x.dtype):
+        return x
+    src = partition_broadcast(x, shape[0], "broadcast_to") if shape[0] != x.shape[0] else x
+    out = new_tile(shape, x.dtype if dtype is None else dtype, "broadcast_to")
+    _isa.tensor_copy(out, src.broadcast_to(shape) if src.shape != shape else src)
+    return out
+
+
+def expand_dims(x, axis: int) -> NkiTensor:
+    """A view of ``x`` with a new size-1 axis at ``axis`` (``numpy.expand_dims``; no data moves)."""
+    ndim = len(x.shape) + 1
+    axis = int(axis) + ndim if int(axis) < 0 else int(axis)
+    if not 0 <= axis < ndim:
+        raise ConstraintError(f"nl.expand_dims: axis {axis} is out of range for a {ndim - 1}-d tile",
+                              location=caller_location())
+    if axis == 0 and x.on_chip:
+        raise ConstraintError("nl.expand_dims: axis 0 of an on-chip tile is its partition dimension",
+                              location=caller_location())
+    return x.expand_dim(axis)

@@ -65,6 +65,16 @@ def mean(x, axis, dtype=None, keepdims=False):
     return out if dtype is not None or x.buf.dtype is DType.float32 else copy(out, x.dtype)
 
 
+def var(x, axis, dtype=None, keepdims=False):
+    """Variance along the trailing free ``axis`` dims: ``mean((x - mean(x))**2)`` (VectorE), in
+    fp32 as ``mean``; the result keeps the reduced dims (NKI documents ``keepdims`` as ignored)."""
+    m = mean(x, axis, float32, keepdims=True)
+    d = x - m
+    out = mean(d * d, axis, float32, keepdims=True)
+    target = x.dtype if dtype is None else dtype
+    return out if target == float32 else copy(out, target)
+
+
 def _all_free(fn: str, x: NkiTensor, axis) -> None:
     axes = reduce_axes(fn, x, axis)
     if axes[0] != 1:

@@ -28,7 +28,10 @@ def sim_dtype(dtype) -> DType:
     """The simulator dtype of an ``nl`` dtype argument (the x4-packed MX types are not simulated)."""
     if isinstance(dtype, str) and dtype.endswith("_x4"):
         raise DtypeError(f"{dtype} (x4-packed MX data) is not simulated", location=caller_location())
-    return to_sim_dtype(dtype)
+    try:
+        return to_sim_dtype(dtype)
+    except DtypeError as exc:
+        raise DtypeError(exc.what, location=caller_location()) from None
 
 
 def _shape(shape) -> tuple[int, ...]:
@@ -99,6 +102,46 @@ def sbuf_operand(x: TensorView, tag: str) -> TensorView:
     return tmp
 
 
+def _ones_row(partitions: int, dtype: DType) -> TensorView:
+    """A [1, partitions] SBUF tile of ones (made once per trace), TensorE's broadcast stationary."""
+    trace = current_trace()
+    key = ("ones_row", partitions, dtype)
+    hit = trace.identity.get(key)
+    if hit is None:
+        hit = trace.identity[key] = new_tile((1, partitions), dtype, "broadcast.ones")
+        _isa.memset(hit, 1.0)
+    return hit
+
+
+def partition_broadcast(x: TensorView, partitions: int, tag: str) -> NkiTensor:
+    """A new SBUF tile holding the one partition of ``x`` on each of ``partitions`` partitions.
+
+    Broadcasting across partitions moves data between partitions, which no ALU access pattern can
+    do. Float data goes through TensorE as AWS's kernels do it (nki-library's rmsnorm_quant: a
+    [1, P] ones stationary times the [1, F] row gives the row on every PSUM partition; a K=1
+    matmul is exact), 512 columns per PSUM bank, then back to SBUF; integer data (TensorE
+    multiplies floats) goes out to an HBM scratch row and comes back by a DMA reading it
+    ``partitions`` times (DMA descriptors may repeat a source row; on-chip access patterns may not).
+    """
+    out = new_tile((partitions, *x.shape[1:]), x.dtype, tag)
+    row = x.reshape((1, x.free_size)) if len(x.shape) != 2 else x
+    flat = out.reshape((partitions, x.free_size)) if len(x.shape) != 2 else out
+    if not x.buf.dtype.is_float:
+        scratch = alloc((1, x.free_size), x.dtype, private_hbm, tag=f"{tag}.hbm")
+        _isa.dma_copy(scratch, sbuf_operand(row, f"{tag}.psum_copy"))
+        _isa.dma_copy(flat, scratch.broadcast(0, partitions))
+        return out
+    src = sbuf_operand(row, f"{tag}.psum_copy")
+    ones = _ones_row(partitions, src.buf.dtype)  # TensorE pairs operands of one float kind
+    chunk = 512  # fp32 elements of one PSUM bank per partition
+    for start in range(0, x.free_size, chunk):
+        n = min(chunk, x.free_size - start)
+        acc = new_tile((partitions, n), DType.float32, f"{tag}.psum", buffer=psum)
+        _isa.nc_matmul(acc, ones, src[:, start:start + n])
+        _isa.tensor_copy(flat[:, start:start + n], acc)
+    return out
+
+
 # ---------------------------------------------------------------- arithmetic behind the operators
 
 _PY_BINARY = {
@@ -130,10 +173,15 @@ def binary(x, y, op: AluOp, dtype, tag: str):
         out = new_tile(y.shape, d, tag)
         _isa.tensor_scalar(out, y, op, float(x), reverse0=True)
         return out
+    if x.partitions != y.partitions and 1 in (x.partitions, y.partitions):
+        if x.partitions == 1:
+            x = partition_broadcast(x, y.partitions, f"{tag}.broadcast")
+        else:
+            y = partition_broadcast(y, x.partitions, f"{tag}.broadcast")
     if x.partitions != y.partitions:
         raise ConstraintError(
-            f"nl.{tag}: operands have {x.partitions} and {y.partitions} partitions; broadcasting "
-            f"across partitions is not an on-chip access (broadcast the HBM view when loading)",
+            f"nl.{tag}: operands have {x.partitions} and {y.partitions} partitions; only a "
+            f"1-partition operand broadcasts across partitions",
             location=caller_location(),
         )
     if x.shape == y.shape:
@@ -150,7 +198,11 @@ def binary(x, y, op: AluOp, dtype, tag: str):
         out = new_tile(y.shape, d, tag)
         _isa.tensor_scalar(out, y, op, x, reverse0=True)
         return out
-    shape = np.broadcast_shapes(x.shape, y.shape)
+    try:
+        shape = np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        raise ConstraintError(f"nl.{tag}: operand shapes {x.shape} and {y.shape} do not broadcast (each "
+                              f"free dim equal or 1)", location=caller_location()) from None
     out = new_tile(shape, d, tag)
     _isa.tensor_tensor(out, x.broadcast_to(shape), y.broadcast_to(shape), op)
     return out

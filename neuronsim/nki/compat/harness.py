@@ -1,0 +1,353 @@
+"""A pytest plugin running aws-neuron/nki-library's own kernel tests on neuronsim.
+
+The library's tests (``test/integration``) build each case with its ``UnitTestFramework``: inputs
+from the test's generator, the golden outputs from the kernel's torch reference, tolerances, the
+LNC degree; then hand it to the ``test_manager`` fixture (their ``Orchestrator``), which compiles
+and runs on a Trainium host or, in ``--test-mode simulation``, on AWS's CPU simulator. This plugin
+is that fixture for neuronsim: the kernel runs unchanged through ``nki.simulate`` (``import nki``
+resolves to neuronsim) and its outputs are compared with the golden ones by the library's own
+comparator (``maxAllClose``, as their ``OutputValidator`` calls it). Their ``conftest.py`` (hosts,
+S3, metrics) is not loaded (``--noconftest``); the few third-party modules the tests import only
+for that infrastructure are stand-ins that fail if called (``_stand_in``). One JSON line per test
+case goes to ``--compat-out``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+import types
+
+import numpy as np
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--compat-out", default=None, help="JSON-lines file for one result per test case")
+    parser.addoption("--compat-chips", default="trn2,trn3", help="chips to time each case on")
+    parser.addoption("--compat-repo", default=None, help="root of the nki-library checkout")
+    parser.addoption("--compat-cases", type=int, default=0,
+                     help="run only the first N cases of each test function (0: all)")
+
+
+def _stand_in(name: str, **attrs) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    mod.__dict__.update(attrs)
+
+    def missing(attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return type(attr, (_Unavailable,), {"__module__": name})
+
+    mod.__getattr__ = missing
+    return mod
+
+
+class _Unavailable:
+    """A class from test infrastructure neuronsim does not provide (metrics, S3, hosts): usable in
+    annotations and as a base class, failing when something builds one."""
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(f"{type(self).__module__}.{type(self).__name__}: test infrastructure not "
+                           "available under neuronsim's compat runner")
+
+
+def _neuron_dtypes() -> types.ModuleType:
+    """``neuron_dtypes`` (AWS's dtype helpers used by the torch references): casts round to nearest
+    even through ml_dtypes, as numpy casts do."""
+    import ml_dtypes
+
+    def static_cast(a, dtype):
+        return np.asarray(a).astype(np.dtype(getattr(ml_dtypes, str(dtype), None) or dtype))
+
+    def is_float_type(dtype):
+        return np.issubdtype(np.dtype(dtype), np.floating) or "float" in str(dtype)
+
+    return _stand_in("neuron_dtypes", static_cast=static_cast, is_float_type=is_float_type,
+                     bfloat=ml_dtypes.bfloat16, bfloat16=ml_dtypes.bfloat16)
+
+
+def _install_stand_ins() -> None:
+    import importlib.util
+
+    def absent(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is None
+        except (ImportError, ValueError):
+            return True
+
+    if absent("neuron_dtypes"):
+        sys.modules["neuron_dtypes"] = _neuron_dtypes()
+    for name in ("aws_embedded_metrics", "aws_embedded_metrics.logger",
+                 "aws_embedded_metrics.logger.metrics_context", "aws_embedded_metrics.serializers",
+                 "aws_embedded_metrics.serializers.log_serializer", "allpairspy", "boto3", "fabric",
+                 "fabric2", "pytest_html", "pytest_html.extras", "plotext", "filelock"):
+        if absent(name.split(".")[0]):
+            sys.modules[name] = _stand_in(name)
+    orchestrator = _stand_in("test.utils.test_orchestrator", Orchestrator=CompatOrchestrator)
+    sys.modules["test.utils.test_orchestrator"] = orchestrator
+
+
+def pytest_generate_tests(metafunc):
+    """``@pytest.mark.coverage_parametrize``: the cases the library's conftest generates, by its own
+    generator (``test/utils/coverage_parametrized_tests.py``) at its default coverage (singles)."""
+    marker = metafunc.definition.get_closest_marker("coverage_parametrize")
+    if marker is None:
+        return
+    from test.utils.coverage_parametrized_tests import (
+        extract_parametrize_args,
+        generate_parametrized_test_case,
+    )
+
+    params = dict(marker.kwargs)
+    coverage = params.pop("coverage", None) or "singles"
+    knobs = ("enable_automatic_boundary_tests", "enable_invalid_combination_tests",
+             "n_tests_per_boundary_value", "max_invalid_tests")
+    options = {k: params.pop(k) for k in knobs if k in params}
+    cases = generate_parametrized_test_case(params=params, coverage=coverage,
+                                            filter_func=params.pop("filter", None), **options)
+    names, values, ids = extract_parametrize_args(params, cases)
+    metafunc.parametrize(names, values, ids=ids)
+
+
+# AWS's simulation mode skips the cases whose ids name large shapes (test/utils/simulation_setup.py)
+_LARGE_SHAPE_PATTERNS = ("4096", "5120", "8192", "16384", "32768", "36864")
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="large shape: the library's simulation mode skips it too")
+    for item in items:
+        if item.get_closest_marker("slow_simulation") or any(p in item.name for p in _LARGE_SHAPE_PATTERNS):
+            item.add_marker(skip)
+    limit = config.getoption("--compat-cases")
+    if limit:
+        kept, dropped, seen = [], [], {}
+        for item in items:
+            key = (item.nodeid.split("::")[0], getattr(item, "originalname", item.name))
+            large = any(m.name == "skip" for m in item.iter_markers())
+            if not large and seen.get(key, 0) < limit:
+                seen[key] = seen.get(key, 0) + 1
+                kept.append(item)
+            else:
+                dropped.append(item)
+        items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
+
+
+def pytest_configure(config):
+    for mark in ("fast", "simulation", "slow_simulation", "coverage_parametrize", "platforms",
+                 "trace_only", "compile_only", "compile_and_infer"):
+        config.addinivalue_line("markers", f"{mark}: nki-library marker")
+    os.environ.setdefault("NEURON_SIM", "1")
+    from neuronsim.nki_alias import install_alias
+
+    install_alias(force=True)
+    repo = config.getoption("--compat-repo")
+    if repo:
+        for p in (os.path.join(repo, "src"), repo):
+            if p not in sys.path:
+                sys.path.insert(0, p)
+        sys.modules.pop("test", None)  # the stdlib's regression-test package, if something loaded it
+    _install_stand_ins()
+    config._compat = _Recorder(config.getoption("--compat-out"),
+                               [c for c in config.getoption("--compat-chips").split(",") if c])
+
+
+class _Recorder:
+    def __init__(self, path: str | None, chips: list[str]):
+        self.path, self.chips = path, chips
+        self.seen: set[str] = set()
+        self.pending: dict[str, list[dict]] = {}
+
+    def hold(self, row: dict) -> None:
+        """Keep a case's row until its test's outcome is known (a negative test passes when the
+        kernel rejects its inputs)."""
+        self.pending.setdefault(row["test"], []).append(row)
+
+    def settle(self, nodeid: str, passed: bool) -> None:
+        for row in self.pending.pop(nodeid, []):
+            if passed and not row["correct"]:
+                row.update(correct=True, expected_failure=True,
+                           error=f"negative test (the kernel rejects these inputs, as expected): "
+                                 f"{row['error']}")
+            self.write(row)
+
+    def write(self, row: dict) -> None:
+        self.seen.add(row["test"])
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+
+_RECORDER: _Recorder | None = None
+
+
+class CompatOrchestrator:
+    """The library's ``Orchestrator`` for neuronsim: ``execute(kernel_args)`` simulates and validates."""
+
+    trace_mode = None
+
+    def __init__(self, recorder: _Recorder | None = None, nodeid: str = ""):
+        self.recorder, self.nodeid = recorder, nodeid
+
+    def execute(self, kernel_args) -> None:
+        row = run_case(kernel_args, self.recorder.chips if self.recorder else ["trn2"])
+        row["test"] = self.nodeid
+        if self.recorder:
+            self.recorder.hold(row)
+        if not row["ran"]:
+            raise AssertionError(f"kernel did not run: {row['error']}")
+        if not row["correct"]:
+            raise AssertionError(f"kernel output does not match the reference: {row['error']}")
+
+
+@pytest.fixture
+def test_manager(request):
+    return CompatOrchestrator(request.config._compat, request.node.nodeid)
+
+
+@pytest.fixture
+def platform_target():
+    from test.utils.common_dataclasses import Platforms
+
+    return Platforms.TRN2
+
+
+@pytest.fixture
+def collector():
+    from test.utils.metrics_collector import NoopMetricsCollector
+
+    return NoopMetricsCollector()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0][:300]
+
+
+def _kernel_name(fn) -> str:
+    fn = getattr(fn, "fn", fn)
+    module = getattr(fn, "__module__", "?").removeprefix("nkilib_src.nkilib.")
+    return f"{module}.{getattr(fn, '__name__', '?')}"
+
+
+def run_case(kernel_args, chips: list[str]) -> dict:
+    """Simulate one test case on each chip; compare the first chip's outputs with the golden ones."""
+    from neuronsim.nki import simulate
+
+    kernel = kernel_args.kernel_func
+    given = kernel_args.kernel_input or {}
+    inputs = {k.removesuffix(".must_alias_input"): v for k, v in given.items()}
+    lnc = getattr(kernel_args.compiler_input, "logical_nc_config", None) or 1
+    row = {"kernel": _kernel_name(kernel), "ran": False, "correct": False, "max_error": None, "error": ""}
+    launch = kernel[lnc] if lnc > 1 and hasattr(kernel, "__getitem__") else kernel
+    outputs = None
+    for chip in chips:
+        copies = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+        t0 = time.perf_counter()
+        try:
+            result, prof = simulate(launch, profile=True, chip=chip)(**copies)
+        except Exception as exc:  # the table's "first error": any failure of the kernel's run
+            row["error"] = _first_line(exc)
+            row["where"] = _kernel_frame(exc)
+            return row
+        row[f"{chip}_s"] = prof.summary["total_time"]
+        row[f"{chip}_wall_s"] = time.perf_counter() - t0
+        if outputs is None:
+            outputs = result
+    row["ran"] = True
+    try:
+        row.update(_validate(kernel_args, outputs))
+    except Exception as exc:
+        row["error"] = "validation: " + _first_line(exc)
+    return row
+
+
+def _kernel_frame(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    for fr in reversed(frames):
+        if "nkilib" in fr.filename:
+            return f"{os.path.basename(fr.filename)}:{fr.lineno}"
+    return ""
+
+
+def _validate(kernel_args, outputs) -> dict:
+    """Outputs by position against the golden ones by name (as the library's simulation mode pairs
+    them), compared the way its ``OutputValidator`` does: both as float32 through ``maxAllClose``,
+    or with the test's own ``CustomValidator``."""
+    from test.integration.nkilib.utils.comparators import maxAllClose
+    from test.utils.common_dataclasses import (
+        CustomValidatorWithOutputTensorData,
+        LazyGoldenGenerator,
+        normalize_golden_output,
+    )
+
+    va = kernel_args.validation_args
+    if va is None:
+        return {"correct": False, "error": "the test gives no golden output"}
+    names = list(normalize_golden_output(va.golden_output).keys())
+    golden = va.golden_output.golden if isinstance(va.golden_output, LazyGoldenGenerator) else \
+        normalize_golden_output(va.golden_output)
+    outs = [] if outputs is None else list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    if len(outs) != len(names):
+        return {"correct": False, "error": f"kernel returned {len(outs)} outputs, the reference {len(names)}"}
+    worst, ok, bad = 0.0, True, []
+    for name, got in zip(names, outs, strict=True):
+        want = golden[name]
+        if isinstance(want, CustomValidatorWithOutputTensorData):
+            if not want.validator(None).validate(np.asarray(got, dtype=want.dtype)):
+                ok = False
+                bad.append(f"{name}: the test's validator rejects it")
+            continue
+        a = np.asarray(got).astype(np.float32)
+        b = np.asarray(want).astype(np.float32)
+        if a.shape != b.shape:
+            ok = False
+            bad.append(f"{name}: shape {a.shape} vs reference {b.shape}")
+            continue
+        finite = np.isfinite(b)
+        err = float(np.nanmax(np.abs(a - b)[finite])) if finite.any() else 0.0
+        worst = max(worst, err if np.isfinite(err) else float("inf"))
+        if not maxAllClose(a, b, va.relative_accuracy, va.absolute_accuracy, verbose=0):
+            ok = False
+            bad.append(f"{name}: max |error| {err:.3g} (rtol {va.relative_accuracy}, "
+                       f"atol {va.absolute_accuracy})")
+    return {"correct": ok, "max_error": worst, "error": "; ".join(bad)}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    rec: _Recorder = item.config._compat
+    if rep.when == "call":
+        rec.settle(item.nodeid, rep.passed)
+    if rep.skipped:
+        return
+    if rep.failed and item.nodeid not in rec.seen:
+        msg = ""
+        if call.excinfo is not None:
+            msg = _first_line(call.excinfo.value)
+        rec.write({"test": item.nodeid, "kernel": item.module.__name__.rsplit(".", 1)[-1], "ran": False,
+                   "correct": False, "max_error": None, "error": f"before the kernel ran: {msg}"})
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        msg = str(report.longrepr).strip().splitlines()[-1][:300] if report.longrepr else ""
+        cfg = _CONFIG[0] if _CONFIG else None
+        if cfg is not None:
+            cfg._compat.write({"test": report.nodeid, "kernel": report.nodeid.rsplit("/", 1)[-1],
+                               "ran": False, "correct": False, "max_error": None,
+                               "error": f"collection: {msg}"})
+
+
+_CONFIG: list = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    _CONFIG.append(session.config)

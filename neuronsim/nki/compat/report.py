@@ -1,0 +1,77 @@
+"""The compatibility table: one row per case, the reason class of each failure, totals."""
+
+from __future__ import annotations
+
+import re
+
+# Why a case did not run, from its first error: the work that unblocks it.
+_REASONS = (
+    ("blocker 7 (dynamic addressing, registers, collectives, MX)",
+     re.compile(r"nki\.collectives|sendrecv|register_|vector_offset|scalar_offset|quantize_mx|nc_matmul_mx"
+                r"|indirect|_x4|float8_e8m0|dynamic")),
+    ("legacy API (neuronxcc)", re.compile(r"neuronxcc")),
+    ("broken upstream", re.compile(r"IndentationError|SyntaxError|NameError: name 'Platforms'|"
+                                   r"No module named 'nkilib_src\.")),
+    ("framework main", re.compile(r"^needs (torch_xla|jax)")),
+)
+
+
+def reason(row: dict) -> str:
+    if row.get("ran") and row.get("correct"):
+        return ""
+    err = row.get("error") or ""
+    for name, pattern in _REASONS:
+        if pattern.search(err):
+            return name
+    return "neuronsim" if not row.get("ran") else "wrong result"
+
+
+def _time(v) -> str:
+    return "" if v is None else f"{v * 1e6:.1f} us"
+
+
+def _cell(text: str) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")[:160]
+
+
+def markdown(rows: list[dict], chips: list[str], title: str) -> str:
+    head = ["kernel", "case", "ran", "correct", "max error", *(f"{c} time" for c in chips), "reason",
+            "first error"]
+    lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in sorted(rows, key=lambda r: (r.get("kernel", ""), r.get("test", ""))):
+        case = r.get("test", "").split("::")[-1]
+        err = r.get("max_error")
+        lines.append("| " + " | ".join([
+            _cell(r.get("kernel", "")), _cell(case), "yes" if r.get("ran") else "no",
+            "yes" if r.get("correct") else "no", "" if err is None else f"{err:.3g}",
+            *(_time(r.get(f"{c}_s")) for c in chips), reason(r), _cell(r.get("error", "")),
+        ]) + " |")
+    lines += ["", *totals(rows)]
+    return "\n".join(lines) + "\n"
+
+
+def totals(rows: list[dict]) -> list[str]:
+    """Totals over cases and over kernels (a kernel counts as correct when all its cases are)."""
+    kernels: dict[str, list[dict]] = {}
+    for r in rows:
+        kernels.setdefault(r.get("kernel", "?"), []).append(r)
+    ok_cases = sum(1 for r in rows if r.get("correct"))
+    ran_cases = sum(1 for r in rows if r.get("ran"))
+    ok_kernels = [k for k, rs in kernels.items() if all(r.get("correct") for r in rs)]
+    blocked = [k for k, rs in kernels.items() if k not in ok_kernels
+               and all(reason(r).startswith(("blocker 7", "legacy", "broken upstream", "framework"))
+                       for r in rs if not r.get("correct"))]
+    n, nb = len(kernels), len(blocked)
+    out = [f"- cases: {len(rows)}; ran {ran_cases}; correct {ok_cases}",
+           f"- kernels: {n}; all cases correct {len(ok_kernels)} ({100 * len(ok_kernels) / max(n, 1):.0f}%)"]
+    if nb:
+        out.append(f"- kernels blocked only by work outside neuronsim's current-API frontend "
+                   f"(blocker 7, legacy API, broken upstream, framework mains): {nb}; correct among the "
+                   f"others: {len(ok_kernels)}/{n - nb} ({100 * len(ok_kernels) / max(n - nb, 1):.0f}%)")
+    causes: dict[str, int] = {}
+    for r in rows:
+        if not r.get("correct"):
+            causes[reason(r)] = causes.get(reason(r), 0) + 1
+    if causes:
+        out.append("- failing cases by reason: " + ", ".join(f"{k}: {v}" for k, v in sorted(causes.items())))
+    return out
