@@ -321,6 +321,7 @@ def test_every_ir_instruction_has_its_nisa_call():
         Opcode.TENSOR_PARTITION_REDUCE: "tensor_partition_reduce",
         Opcode.DMA_COPY: "dma_copy",
         Opcode.DMA_TRANSPOSE: "dma_transpose",
+        Opcode.DMA_COPY_INDIRECT: "dma_copy",  # with an indirect .ap() view (tests/nki/test_indirect.py)
     }
     assert set(calls) == set(Opcode)
     for name in calls.values():
