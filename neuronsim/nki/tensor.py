@@ -15,9 +15,11 @@ from neuronsim.nki.buffer import Buffer
 from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.nki.types import (
     DTYPES,
+    MX_DTYPES,
     DynSlice,
     MemoryRegion,
     NkiDtype,
+    mx_name,
     private_hbm,
     psum,
     sbuf,
@@ -99,7 +101,8 @@ class TensorView:
     # --- metadata
     @property
     def dtype(self) -> NkiDtype:
-        return DTYPES[self.buf.dtype]
+        mx = self.buf.mx
+        return DTYPES[self.buf.dtype] if mx is None else MX_DTYPES[mx]
 
     @property
     def buffer(self) -> MemoryRegion:
@@ -409,6 +412,7 @@ def reinterpret(buf: Buffer, dtype) -> Buffer:
     d = to_sim_dtype(dtype)
     root = buf.root()
     if d is root.dtype:
+        root.mx = mx_name(dtype)  # viewing the words as MX data (or back) names their format
         return root
     if root.memory not in ON_CHIP:
         raise UnsupportedError(
@@ -424,6 +428,7 @@ def reinterpret(buf: Buffer, dtype) -> Buffer:
     trace = current_trace()
     for b in trace.aliases.get(root.id, ()):
         if b.dtype is d:
+            b.mx = mx_name(dtype)
             return b
     alias = trace.new_buffer(
         f"{root.name}_as_{DTYPES[d]}",
@@ -434,6 +439,7 @@ def reinterpret(buf: Buffer, dtype) -> Buffer:
         register=False,
     )
     alias.alias_of = root
+    alias.mx = mx_name(dtype)
     trace.aliases.setdefault(root.id, []).append(alias)
     return alias
 

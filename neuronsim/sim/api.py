@@ -104,7 +104,8 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
                 offsets.append(off)
         execute_reference.execute(program, RefMemory(buffers, offsets, core.pitch))
     else:
-        stopped = execute_numba.execute(prep.itab, prep.ftab, core.executor_bases(program, prep.placement, hbm))
+        bases = core.executor_bases(program, prep.placement, hbm)
+        stopped = execute_numba.execute(prep.itab, prep.ftab, bases)
         if stopped >= 0:  # only an indirect DMA stops a run: an index out of bounds
             raise dma_indirect.out_of_bounds(program.instructions[stopped])
     outputs = {t.name: hbm[t.id] for t in program.hbm_tensors() if t.kind in ("output", "inout")}

@@ -27,6 +27,8 @@ def _kernel(op: Opcode):
 
 OP_NC_MATMUL, K_NC_MATMUL = int(Opcode.NC_MATMUL), _kernel(Opcode.NC_MATMUL)
 OP_NC_TRANSPOSE, K_NC_TRANSPOSE = int(Opcode.NC_TRANSPOSE), _kernel(Opcode.NC_TRANSPOSE)
+OP_NC_MATMUL_MX, K_NC_MATMUL_MX = int(Opcode.NC_MATMUL_MX), _kernel(Opcode.NC_MATMUL_MX)
+OP_QUANTIZE_MX, K_QUANTIZE_MX = int(Opcode.QUANTIZE_MX), _kernel(Opcode.QUANTIZE_MX)
 OP_ACTIVATION, K_ACTIVATION = int(Opcode.ACTIVATION), _kernel(Opcode.ACTIVATION)
 OP_TENSOR_TENSOR, K_TENSOR_TENSOR = int(Opcode.TENSOR_TENSOR), _kernel(Opcode.TENSOR_TENSOR)
 OP_TENSOR_SCALAR, K_TENSOR_SCALAR = int(Opcode.TENSOR_SCALAR), _kernel(Opcode.TENSOR_SCALAR)
@@ -108,6 +110,10 @@ def run_encoded(itab, ftab, bases):
             K_DMA_COPY(row, frow, bases)
         elif op == OP_DMA_TRANSPOSE:
             K_DMA_TRANSPOSE(row, frow, bases)
+        elif op == OP_NC_MATMUL_MX:
+            K_NC_MATMUL_MX(row, frow, bases)
+        elif op == OP_QUANTIZE_MX:
+            K_QUANTIZE_MX(row, frow, bases)
         elif op == OP_DMA_COPY_INDIRECT:
             if K_DMA_COPY_INDIRECT(row, frow, bases) != 0:
                 return i

@@ -35,6 +35,7 @@ from neuronsim.nki.isa.misc import (
     get_nc_version,
     sendrecv,
 )
+from neuronsim.nki.isa.mx import nc_matmul_mx, quantize_mx
 from neuronsim.nki.isa.scalar import activation, activation_reduce
 from neuronsim.nki.isa.tensor import nc_matmul, nc_transpose
 from neuronsim.nki.isa.vector import (
@@ -85,9 +86,11 @@ __all__ = [
     "memset",
     "nc_find_index8",
     "nc_matmul",
+    "nc_matmul_mx",
     "nc_transpose",
     "nc_version",
     "oob_mode",
+    "quantize_mx",
     "reciprocal",
     "reduce_cmd",
     "rng",

@@ -12,7 +12,7 @@ from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.nki.types import to_sim_dtype
 from neuronsim.sim.dtypes import DType
-from neuronsim.sim.ir import ActFunc, AluOp, Engine, Memory, Opcode
+from neuronsim.sim.ir import MATMUL_OPS, ActFunc, AluOp, Engine, Memory, Opcode
 from neuronsim.sim.validate import ENGINE_READS, ENGINE_WRITES
 
 # ---------------------------------------------------------------- operators by name
@@ -202,7 +202,7 @@ def _write(fn: str, eng: Engine, v: TensorView, idx: int, location, opcode) -> N
         if root.first < 0:
             root.first = idx
         root.last = idx
-        if b.acc_boxes is not None and opcode is not Opcode.NC_MATMUL:
+        if b.acc_boxes is not None and opcode not in MATMUL_OPS:
             b.acc_boxes.append(_box(v))
 
 

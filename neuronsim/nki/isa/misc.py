@@ -123,7 +123,6 @@ def _unsupported(fn: str):
 
 
 NOT_SIMULATED = (
-    "nc_matmul_mx",
     "activate2",
     "tensor_scalar_cumulative",
     "local_gather",
@@ -135,7 +134,6 @@ NOT_SIMULATED = (
     "exponential",
     "sequence_bounds",
     "dma_compute",
-    "quantize_mx",
     "range_select",
     "register_alloc",
     "register_move",

@@ -1,9 +1,9 @@
 """The engines. Each module owns its instructions: checks, semantics and cost side by side."""
 
-from neuronsim.sim.engines import dma, dma_indirect, gpsimd, scalar, tensor, vector, vector_reduce, vector_rng
+from neuronsim.sim.engines import dma, dma_indirect, gpsimd, mx, scalar, tensor, vector, vector_reduce, vector_rng
 from neuronsim.sim.engines.common import OpDef
 
-ENGINE_MODULES = (tensor, vector, vector_reduce, vector_rng, scalar, gpsimd, dma, dma_indirect)
+ENGINE_MODULES = (tensor, vector, vector_reduce, vector_rng, scalar, gpsimd, dma, dma_indirect, mx)
 
 
 def _collect() -> dict:
