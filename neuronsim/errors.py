@@ -81,6 +81,10 @@ class CollectiveError(NeuronSimError, RuntimeError):
     """A torch.distributed collective failed: a peer rank died, hung past the timeout, or never came."""
 
 
+class NativeBuildError(NeuronSimError, RuntimeError):
+    """The device's C++ support library could not be built (no compiler, or the compile failed)."""
+
+
 class GateFailure(NeuronSimError, AssertionError):
     """A performance gate (neuronsim.testing) did not hold: what was expected, what was measured, and
     where the simulated time went. An AssertionError, so test runners report it as a failed check."""

@@ -3,6 +3,8 @@ the distributed run matches the same training in one process (on the host, full 
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -39,13 +41,12 @@ def train(model: nn.Module, data, device: str, shard: tuple[int, int] = (0, 1)) 
 
 
 def setup() -> tuple[int, int, str]:
-    """Join the ``neuron`` process group (torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_*)."""
+    """Select this rank's NeuronCore and join the ``neuron`` process group, as TorchNeuron scripts
+    do under torchrun (which sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_*)."""
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.neuron.set_device(local_rank)
     dist.init_process_group("neuron")
-    # Each rank keeps its process's one emulated core as neuron:0 (TorchNeuron scripts call
-    # set_device(LOCAL_RANK); the emulated device's Python guard gives autograd a single device, so
-    # a backward on neuron:1 fails). Initialising it now also stops DeviceMesh from selecting LOCAL_RANK.
-    torch.neuron.init()
-    return dist.get_rank(), dist.get_world_size(), "neuron:0"
+    return dist.get_rank(), dist.get_world_size(), f"neuron:{local_rank}"
 
 
 def reference() -> nn.Sequential:

@@ -1,7 +1,8 @@
-"""``torch.accelerator`` for neuron. Its Python functions call ``torch._C._accelerator_*``, which
-reach C++ pieces a Python backend cannot provide (device allocator, device synchronisation, a
-multi-device guard). Those entry points are wrapped: when the current accelerator is neuron they
-answer from the device layer, otherwise they call torch's original.
+"""``torch.accelerator`` for neuron. Its Python functions call ``torch._C._accelerator_*``; those
+that reach the device guard (device index, synchronisation) are answered by the C++ guard
+(``cpp/``). Those that reach the device allocator, which a Python backend cannot register,
+are wrapped: when the current accelerator is neuron they answer from the HBM ledgers, otherwise
+they call torch's original.
 """
 
 from __future__ import annotations
@@ -31,18 +32,7 @@ def _nested_stats(index: int) -> dict:
     return nested
 
 
-def _exchange(index: int) -> int:
-    previous = state.current_device()
-    state.set_device(index)
-    return previous
-
-
 _REPLACEMENTS = {
-    "_accelerator_synchronizeDevice": lambda index=None: state.device_index(index) and None,
-    "_accelerator_getDeviceIndex": state.current_device,
-    "_accelerator_setDeviceIndex": state.set_device,
-    "_accelerator_exchangeDevice": _exchange,
-    "_accelerator_maybeExchangeDevice": _exchange,
     "_accelerator_isAllocatorInitialized": lambda: True,
     "_accelerator_getDeviceStats": _nested_stats,
     "_accelerator_resetPeakStats": memory_api.reset_peak_memory_stats,

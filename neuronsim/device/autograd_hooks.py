@@ -8,6 +8,9 @@ tensor of another size, a tuple of another length); the backward entry point the
 kept exception. Covered: tensor hooks, post-accumulate-grad hooks and hooks on custom-Function
 nodes (which carry module full backward hooks). Hooks on built-in C++ nodes
 (``y.grad_fn.register_hook``) cannot be wrapped from Python and still abort when they raise.
+Errors met by C++ code that waits on a torch future during backward (DDP's reducer waiting on a
+failed gradient all-reduce) arrive as text; :func:`keep_for_backward` keeps the original for the
+backward entry point to raise.
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ def _guarded(hook, rejected):
     return guarded
 
 
+def keep_for_backward(exc: BaseException) -> None:
+    """Have the backward that fails next raise ``exc`` (a collective's error that reached C++ waiters
+    as text)."""
+    with _lock:
+        _kept.append(exc)
+
+
 def install() -> None:
     global _installed
     if _installed:
@@ -61,6 +71,8 @@ def install() -> None:
         return register_post_accumulate(self, guarded)
 
     def engine_run_backward(*args, **kwargs):
+        with _lock:
+            _kept.clear()  # what an earlier backward, or a failure outside one, left behind
         try:
             return run_backward(*args, **kwargs)
         except RuntimeError:

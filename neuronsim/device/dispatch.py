@@ -5,7 +5,9 @@ kernels layer: an NKI kernel run by the simulator) computes the op on the device
 the device clock with its own simulated schedule and returns the result, or returns
 ``NotImplemented`` to decline a signature it does not cover. Everything else is a host fallback:
 computed by ATen-CPU on zero-copy host aliases, charged a host round trip and counted by
-``torch.neuron.get_fallback_ops()``. Native runs are counted by ``get_executed_ops()``.
+``torch.neuron.get_fallback_ops()``. Native runs are counted by ``get_executed_ops()``. An op
+ATen-CPU has no kernel for (CUDA-only ops PyTorch routes to any non-CPU device, such as the fused
+RNN cells) is decomposed into ops the device runs (``decompositions.py``), never sent to the host.
 
 neuronsim errors become torch's own exception types here, with the same message.
 """
@@ -17,7 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
-from neuronsim.device import tracking
+from neuronsim.device import decompositions, hbm, tracking
 from neuronsim.device.host import run_on_host
 from neuronsim.device.schema import plan_for
 from neuronsim.errors import HbmCapacityError, NeuronSimError, UnsupportedError
@@ -42,15 +44,82 @@ def unregister_native_kernel(op: torch._ops.OpOverload) -> None:
 
 def execute(op: torch._ops.OpOverload, *args, **kwargs):
     try:
+        if hbm.several_devices and not on_one_device(op, args, kwargs):
+            # (Only one device in use, the common case: nothing to compare.)
+            return _foreach_per_device(op, args, kwargs)
         native = NATIVE_KERNELS.get(op)
         if native is not None:
             result = native(op, args, kwargs)
             if result is not NotImplemented:
                 tracking.record_native(op.name())
                 return result
-        return run_on_host(plan_for(op), args, kwargs)
+        plan = plan_for(op)
+        if not plan.host_kernel:
+            return _decomposed(op)(*args, **kwargs)
+        return run_on_host(plan, args, kwargs)
     except NeuronSimError as exc:
         raise as_torch_error(exc) from exc
+
+
+def on_one_device(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> bool:
+    """Whether the op's device tensors share one device index. Two indices in one op are an error,
+    as on CUDA (the host would compute it and charge one core), except in ``_foreach_`` ops, whose
+    lists ATen takes across devices: those answer False."""
+    first = None
+    for a in (*args, *kwargs.values()):
+        for t in a if isinstance(a, list | tuple) else (a,):
+            if isinstance(t, torch.Tensor) and not t.is_cpu and not t.is_meta:
+                index = t.get_device()
+                if first is None:
+                    first = index
+                elif index != first:
+                    if op.name().startswith("aten::_foreach_"):
+                        return False
+                    raise RuntimeError(
+                        "Expected all tensors to be on the same device, but found at least two "
+                        f"devices, neuron:{first} and neuron:{index}! (when checking arguments for "
+                        f"{op.name()})")
+    return True
+
+
+def _foreach_per_device(op: torch._ops.OpOverload, args: tuple, kwargs: dict):
+    """A ``_foreach_`` op over tensors of several devices: one call per device, on the positions of
+    the first list's tensors on that device (every per-tensor list, and a ``scalars`` tensor,
+    sliced alike); results are put back in order."""
+    names = [a.name for a in op._schema.arguments]
+    lists = next(a for a in args if isinstance(a, list | tuple))
+    n = len(lists)
+    groups: dict[int, list[int]] = {}
+    for position, t in enumerate(lists):
+        groups.setdefault(t.get_device(), []).append(position)
+
+    def sliced(name, value, positions):
+        if isinstance(value, list | tuple) and len(value) == n:
+            return [value[p] for p in positions]
+        if name == "scalars" and isinstance(value, torch.Tensor):
+            return value[torch.tensor(positions)]
+        return value
+
+    results: list = [None] * n
+    returned = False
+    for positions in groups.values():
+        out = op(*[sliced(names[i], a, positions) for i, a in enumerate(args)],
+                 **{k: sliced(k, v, positions) for k, v in kwargs.items()})
+        if out is not None:
+            returned = True
+            for p, r in zip(positions, out, strict=True):
+                results[p] = r
+    return results if returned else None
+
+
+def _decomposed(op: torch._ops.OpOverload):
+    found = decompositions.decomposition(op)
+    if found is None:
+        raise UnsupportedError(
+            f"{op.name()} has no kernel on the neuron device, no CPU kernel to fall back to and no "
+            "decomposition (neither torch._decomp nor neuronsim/device/decompositions.py has one)"
+        )
+    return found
 
 
 def as_torch_error(exc: NeuronSimError) -> BaseException:

@@ -144,11 +144,15 @@ class HbmLedger:
 
 _ledgers: dict[int, HbmLedger] = {}
 _ledgers_lock = threading.Lock()
+# True once a second device index has a ledger: ops then check their tensors share one device.
+several_devices = False
 
 
 def ledger(index: int) -> HbmLedger:
+    global several_devices
     found = _ledgers.get(index)
     if found is None:
         with _ledgers_lock:
             found = _ledgers.setdefault(index, HbmLedger(index))
+            several_devices = len(_ledgers) > 1
     return found

@@ -39,14 +39,14 @@ def number_as_tensor(value) -> Tensor:
 class _Conversion:
     """Turns device arguments into host arguments, noting what the call reads."""
 
-    __slots__ = ("index", "bytes_in", "signature", "cast", "keep_int64", "narrowed", "host_tensors")
+    __slots__ = ("index", "bytes_in", "signature", "cast", "keep", "narrowed", "host_tensors")
 
-    def __init__(self, cast: bool, keep_int64: bool):
+    def __init__(self, cast: bool, keep: frozenset):
         self.index = None
         self.bytes_in = 0
         self.signature: list = []
         self.cast = cast
-        self.keep_int64 = keep_int64
+        self.keep = keep  # 64-bit dtypes left as they are (the op's host kernels need them)
         self.narrowed: set = set()
         self.host_tensors = False
 
@@ -61,7 +61,7 @@ class _Conversion:
             self.bytes_in += a.nbytes
             self.signature.append((a.dtype, a.shape))
             h = host_view(a)
-            if self.cast and a.dtype in _NARROW and not (self.keep_int64 and a.dtype is torch.int64):
+            if self.cast and a.dtype in _NARROW and a.dtype not in self.keep:
                 self.narrowed.add(a.dtype)
                 return h.to(_NARROW[a.dtype])
             return h
@@ -69,10 +69,9 @@ class _Conversion:
             return type(a)(self(x) for x in a)
         if isinstance(a, torch.device):
             return _CPU if a.type != "cpu" else a
-        if self.cast and isinstance(a, torch.dtype) and a in _NARROW:
-            if not (self.keep_int64 and a is torch.int64):
-                self.narrowed.add(a)
-                return _NARROW[a]
+        if self.cast and isinstance(a, torch.dtype) and a in _NARROW and a not in self.keep:
+            self.narrowed.add(a)
+            return _NARROW[a]
         return a
 
 
@@ -85,7 +84,7 @@ def run_on_host(plan: OpPlan, args: tuple, kwargs: dict, charge: bool = True):
         if result is not _SLOW:
             return result
     cast = plan.casts_64bit and settings.cast_64bit()
-    return _run(plan, args, kwargs, cast, cast and dtype_policy.needs_int64(plan.name), charge)
+    return _run(plan, args, kwargs, cast, dtype_policy.kept_64bit(plan.name), charge)
 
 
 _SLOW = object()
@@ -239,8 +238,8 @@ def _finish_other_result(plan, result, signature, bytes_in, index, charge: bool)
     return out
 
 
-def _run(plan: OpPlan, args: tuple, kwargs: dict, cast: bool, keep_int64: bool, charge: bool = True):
-    conv = _Conversion(cast, keep_int64)
+def _run(plan: OpPlan, args: tuple, kwargs: dict, cast: bool, keep: frozenset, charge: bool = True):
+    conv = _Conversion(cast, keep)
     hargs = [conv(number_as_tensor(a) if type(a) in _NUMBERS and pos in plan.tensor_args else a)
              for pos, a in enumerate(args)]
     hkwargs = {k: conv(v) for k, v in kwargs.items()} if kwargs else {}
@@ -248,14 +247,19 @@ def _run(plan: OpPlan, args: tuple, kwargs: dict, cast: bool, keep_int64: bool, 
         _check_same_device(plan, args, kwargs, conv.index)
     try:
         return _call(plan, args, kwargs, conv, hargs, hkwargs, charge)
-    except (RuntimeError, TypeError, IndexError):
-        if torch.int64 not in conv.narrowed or keep_int64:
+    except (RuntimeError, TypeError, IndexError) as exc:
+        # ATen-CPU has no kernel for a dtype the policy narrowed to (avg_pool2d, conv_transpose on
+        # int32): keep that dtype in 64 bits. Or it insists on int64 indices (gather, nll_loss
+        # targets; index values are the same in 32 bits): keep int64. Rerun, and remember it for the
+        # op. If the rerun fails too, its error is the one the user's dtypes give (an out-of-range
+        # target, not "expected Long").
+        kept = dtype_policy.narrowed_without_kernel(exc, conv.narrowed)
+        if kept is None and torch.int64 in conv.narrowed:
+            kept = torch.int64
+        if kept is None or kept in keep:
             raise
-        # Some host kernels insist on int64 indices (gather, nll_loss targets); index values are
-        # the same in 32 bits, so rerun keeping them and remember the op. If the rerun fails too,
-        # its error is the one the user's dtypes give (an out-of-range target, not "expected Long").
-        result = _run(plan, args, kwargs, cast, True, charge)
-        dtype_policy.learn_needs_int64(plan.name)
+        result = _run(plan, args, kwargs, cast, keep | {kept}, charge)
+        dtype_policy.learn_kept_64bit(plan.name, kept)
         return result
 
 
@@ -325,7 +329,7 @@ def _check_same_device(plan: OpPlan, args: tuple, kwargs: dict, index: int) -> N
     """CPU tensors other than 0-dim scalars (and CPU index lists) cannot mix with device tensors,
     as on any accelerator; the host computation would not notice."""
     for ref in _refs(plan, args, kwargs):
-        if ref in plan.index_lists:
+        if ref in plan.index_lists or ref[1] == "scalars":  # (a _foreach_ op's CPU scalars)
             continue
         value = get_arg(args, kwargs, ref)
         for t in value if isinstance(value, list | tuple) else (value,):

@@ -19,7 +19,7 @@ import warnings
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
-from neuronsim.device import autocast, clock, memory, state, unsupported
+from neuronsim.device import autocast, clock, decompositions, memory, state, unsupported
 from neuronsim.device.dispatch import at_torch_boundary, execute
 from neuronsim.device.memory import host_view
 from neuronsim.kernels import composites
@@ -118,6 +118,8 @@ def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memor
 def _copy_from(src, dst, non_blocking=False):
     src_on_device, dst_on_device = not src.is_cpu, not dst.is_cpu
     if src_on_device and dst_on_device:
+        if src.get_device() != dst.get_device():
+            return _copy_between_cores(src, dst)
         return execute(aten.copy_.default, dst, src, non_blocking)
     if dst.numel():
         if dst_on_device:
@@ -130,6 +132,19 @@ def _copy_from(src, dst, non_blocking=False):
             clock.clock(src.get_device()).charge_transfer(
                 "aten::_copy_from", ((src.dtype, src.shape),), src.nbytes, to_device=False
             )
+    return dst
+
+
+def _copy_between_cores(src, dst):
+    """A copy from one logical core's HBM to another's, staged through the host as a device-to-host
+    copy on the source core's clock and a host-to-device copy on the destination's."""
+    if dst.numel():
+        host_view(dst).copy_(host_view(src))
+        name = "aten::_copy_from"
+        clock.clock(src.get_device()).charge_transfer(name, ((src.dtype, src.shape),), src.nbytes,
+                                                      to_device=False)
+        clock.clock(dst.get_device()).charge_transfer(name, ((dst.dtype, dst.shape),), dst.nbytes,
+                                                      to_device=True)
     return dst
 
 
@@ -230,8 +245,21 @@ def _pin_memory(self, device=None):
     return self.clone()
 
 
+def _has_compatible_shallow_copy_type(self, from_):
+    """Whether ``self.data = from_`` may swap the data in place (``nn.Module._apply`` asks before
+    each parameter move): c10's dense rule with neuron among the dense backends, the rule the
+    device's ``set_data`` applies (cpp/neuron_device.cpp), so modules move their parameters."""
+    from neuronsim.device import cpp
+
+    keys = torch._C._dispatch_keys
+    return bool(cpp.library().neuronsim_shallow_copy_compatible(keys(self).raw_repr(),
+                                                                   keys(from_).raw_repr()))
+
+
 _NAMED = {
     "resize_": _resize_,
+    "_has_compatible_shallow_copy_type": _has_compatible_shallow_copy_type,
+    "histc": decompositions.histc,  # integer inputs, as on CUDA
     "empty.memory_format": _empty,
     "empty_strided": _empty_strided,
     "_copy_from": _copy_from,

@@ -20,6 +20,7 @@ from neuronsim.device import state
 _generators: dict[int, torch.Generator] = {}
 _lock = threading.Lock()
 _DEFAULT_SEED = 67280421310721  # torch's default CPU seed, so an unseeded device starts like the CPU
+_seed_for_new = _DEFAULT_SEED  # what the last *_all seeding gave every device, made later too
 
 
 def generator(index: int) -> torch.Generator:
@@ -29,7 +30,7 @@ def generator(index: int) -> torch.Generator:
             found = _generators.get(index)
             if found is None:
                 found = torch.Generator(device="cpu")
-                found.manual_seed(_DEFAULT_SEED)
+                found.manual_seed(_seed_for_new)
                 _generators[index] = found
     return found
 
@@ -58,8 +59,14 @@ def manual_seed(seed: int) -> None:
 
 
 def manual_seed_all(seed: int) -> None:
-    for index in range(state.device_count()):
-        generator(index).manual_seed(int(seed))
+    """Seed every device: those in use now, and the others when they are first used (an instance
+    has 64 logical cores; a process uses one or two)."""
+    global _seed_for_new
+    with _lock:
+        _seed_for_new = int(seed)
+        generators = list(_generators.values())
+    for gen in generators:
+        gen.manual_seed(int(seed))
 
 
 def seed() -> None:
@@ -67,9 +74,7 @@ def seed() -> None:
 
 
 def seed_all() -> None:
-    first = generator(0).seed()
-    for index in range(1, state.device_count()):
-        generator(index).manual_seed(first)
+    manual_seed_all(torch.Generator().seed())
 
 
 def initial_seed() -> int:

@@ -1,6 +1,7 @@
 """Register the emulated device: PrivateUse1 renamed ``neuron``, once per process.
 
-Order matters: rename -> Python hooks and device guard -> generated ``.neuron()``/``.is_neuron``
+Order matters: the C++ device guard and set_data hooks (``cpp/``) -> rename -> Python hooks ->
+generated ``.neuron()``/``.is_neuron``
 methods -> the device module ``torch.neuron`` -> the op table and the patches for the C++ pieces
 a Python backend cannot provide -> the native kernels (``neuronsim.kernels``).
 """
@@ -14,6 +15,8 @@ import torch
 from neuronsim.device import (
     accelerator,
     autograd_hooks,
+    cpp,
+    default_compile,
     distributed,
     module,
     native,
@@ -38,14 +41,6 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):
 
     def is_built(self) -> bool:
         return True
-
-
-_PRIVATEUSE1 = torch._C._autograd.DeviceType.PrivateUse1
-
-
-class _Guard(torch._C._acc.DeviceGuard):
-    def type_(self):  # asked by the C++ guard for every stream query (autograd: each op's outputs)
-        return _PRIVATEUSE1
 
 
 def is_registered() -> bool:
@@ -104,9 +99,11 @@ def register() -> None:
                 "(a real TorchNeuron?); neuronsim leaves it alone"
             )
         if owner is None:
+            # First, so that nothing is registered if the C++ library cannot be built or loaded.
+            count = state.device_count()
+            state.use_native_guard(cpp.install(count), count)
             torch.utils.rename_privateuse1_backend(state.DEVICE_TYPE)
             torch._C._acc.register_python_privateuseone_hook(_Hooks())
-            torch._C._acc.register_python_privateuseone_device_guard(_Guard())
             torch.utils.generate_methods_for_privateuse1_backend(
                 for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
             )
@@ -119,5 +116,6 @@ def register() -> None:
             distributed.register()  # c10d backend `neuron`: torch.distributed has no entry points
             register_launcher(nki_launch.launch)  # @nki.jit kernels called on neuron tensors
             _prefer_device_in_fake_propagation()
+            default_compile.install()  # torch.compile(fn) on the device: the neuron backend
             _connect_profiler()
         _registered = True

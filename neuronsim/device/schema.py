@@ -56,6 +56,7 @@ class OpPlan:
     # None otherwise.
     fast_path: str | None = None
     call: object = None  # the op's C++ entry point (skips OpOverload.__call__)
+    host_kernel: bool = True  # ATen-CPU computes it (its own CPU kernel, or a composite one)
 
 
 def _is_generator(arg) -> bool:
@@ -134,6 +135,7 @@ def plan_op(op: torch._ops.OpOverload) -> OpPlan:
         casts_64bit=name.split(".")[0] not in _NO_64BIT_CAST and kind is not WrapperKind.VIEW,
         fast_path=fast_path,
         call=op._op,
+        host_kernel=torch._C._dispatch_has_computed_kernel_for_dispatch_key(name, "CPU"),
         tensor_args=frozenset(pos for pos, arg in enumerate(schema.arguments)
                               if str(arg.real_type) == "Tensor"),
     )

@@ -44,5 +44,24 @@ def hbm_capacity_bytes() -> int:
     return capacity
 
 
+_last_core_count: tuple = (None, 0)
+
+
+def logical_cores_per_instance() -> int:
+    """The devices a process sees: every logical NeuronCore of one instance (the chip's logical
+    cores x the instance's chips; trn2: 4 x 16 = 64, a trn2.48xlarge), as on TorchNeuron, where
+    torchrun's LOCAL_RANK ranges over them."""
+    global _last_core_count
+    opts = current()
+    if _last_core_count[0] is opts:
+        return _last_core_count[1]
+    from neuronsim.device.distributed.topology import interconnect_for_option
+
+    spec = _chip_named(opts.chip)
+    count = spec.logical_cores_per_chip * interconnect_for_option(opts.chip, spec).chips_per_instance
+    _last_core_count = (opts, count)
+    return count
+
+
 def cast_64bit() -> bool:
     return current().cast_64bit

@@ -1,117 +1,76 @@
-"""Streams and events. The emulated device runs every op in order, as it is issued, on one
-timeline, so work is always complete: queries are True and waits return at once. Events record
-the simulated device clock, so ``Event.elapsed_time`` is simulated device time in milliseconds.
+"""Streams and events, kept by the C++ device guard (``cpp/``) as CUDA's are by its guard.
+
+Each logical core runs its work in issue order on one timeline, so work is always complete:
+queries are True and waits return at once. Streams are labels with distinct ids; the current
+stream is per thread and per device. Events record the simulated device clock of their stream's
+core, so ``Event.elapsed_time`` is simulated device time in milliseconds.
 """
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
-from neuronsim.device import clock, state
+from neuronsim.device import state
+
+
+def _device(device) -> torch.device:
+    return torch.device(state.DEVICE_TYPE, state.device_index(device))
 
 
 class Stream(torch.Stream):
     """``torch.neuron.Stream(device=None, priority=0)``; lower priority numbers run first."""
 
     def __new__(cls, device=None, priority: int = 0, **kwargs):
-        index = state.device_index(device)
-        device = torch.device(state.DEVICE_TYPE, index)
-        self = super().__new__(cls, device=device, priority=priority, **kwargs)
-        self._index = index  # torch's Python device guard labels every stream neuron:0
-        return self
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device(state.DEVICE_TYPE, self._index)
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        return None
-
-    def wait_event(self, event: Event) -> None:
-        return None
-
-    def wait_stream(self, stream: torch.Stream) -> None:
-        return None
-
-    def record_event(self, event: Event | None = None) -> Event:
-        event = Event() if event is None else event
-        event.record(self)
-        return event
+        if kwargs:  # stream_id / device_index / device_type: an existing stream, as torch.Stream
+            return super().__new__(cls, priority=priority, **kwargs)
+        return super().__new__(cls, device=_device(device), priority=priority)
 
 
 class Event:
-    """``torch.neuron.Event(enable_timing=False, blocking=False)`` on the simulated device clock."""
+    """``torch.neuron.Event(enable_timing=False, blocking=False)``: a ``torch.Event`` of the current
+    neuron device (torch's event methods accept only that exact type, so not a subclass)."""
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        self.enable_timing = enable_timing
-        self.blocking = blocking
-        self.device: torch.device | None = None
-        self._time_ns: float | None = None
-
-    def record(self, stream: torch.Stream | None = None) -> None:
-        index = state.current_device() if stream is None else stream.device.index or 0
-        self.device = torch.device(state.DEVICE_TYPE, index)
-        self._time_ns = clock.clock(index).now_ns
-
-    def wait(self, stream: torch.Stream | None = None) -> None:
-        return None
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        return None
-
-    def elapsed_time(self, end_event: Event) -> float:
-        """Simulated device milliseconds from this event to ``end_event``."""
-        if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
-        if self._time_ns is None or end_event._time_ns is None:
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
-        return (end_event._time_ns - self._time_ns) / 1e6
-
-    def __repr__(self) -> str:
-        return f"<torch.neuron.Event device={self.device} recorded={self._time_ns is not None}>"
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        return torch.Event(device=_device(None), enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
-_current_streams: dict[int, Stream] = {}
+def _as_neuron_stream(stream: torch.Stream) -> Stream:
+    return Stream(stream_id=stream.stream_id, device_index=stream.device_index,
+                  device_type=stream.device_type)
 
 
 def default_stream(device=None) -> Stream:
-    return Stream(device=device)
+    return Stream(stream_id=0, device_index=state.device_index(device),
+                  device_type=torch.accelerator.current_stream().device_type)
 
 
 def current_stream(device=None) -> Stream:
-    index = state.device_index(device)
-    found = _current_streams.get(index)
-    return found if found is not None else default_stream(index)
+    return _as_neuron_stream(torch.accelerator.current_stream(state.device_index(device)))
 
 
-def set_stream(stream: torch.Stream) -> None:
+def set_stream(stream: torch.Stream | None) -> None:
     if stream is not None:
-        _current_streams[stream.device.index or 0] = stream
+        torch.accelerator.set_stream(stream)
 
 
-@contextlib.contextmanager
-def stream(s: torch.Stream | None):
-    if s is None:
-        yield
-        return
-    index = s.device.index or 0
-    previous = _current_streams.get(index)
-    _current_streams[index] = s
-    try:
-        yield
-    finally:
-        if previous is None:
-            _current_streams.pop(index, None)
-        else:
-            _current_streams[index] = previous
+class stream:  # noqa: N801 (torch.cuda.stream's name)
+    """Context manager making ``s`` its device's current stream (None: no change)."""
+
+    def __init__(self, s: torch.Stream | None):
+        self.stream = s
+        self.previous = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = torch.accelerator.current_stream(self.stream.device_index)
+            torch.accelerator.set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            torch.accelerator.set_stream(self.previous)
+        return False
 
 
 def synchronize(device=None) -> None:
@@ -120,12 +79,12 @@ def synchronize(device=None) -> None:
 
 
 def wait_stream(s: torch.Stream) -> None:
-    return None
+    current_stream().wait_stream(s)
 
 
-def wait_event(e: Event) -> None:
-    return None
+def wait_event(e: torch.Event) -> None:
+    current_stream().wait_event(e)
 
 
-def record_event(e: Event | None = None) -> Event:
+def record_event(e: torch.Event | None = None) -> torch.Event:
     return current_stream().record_event(e)

@@ -142,9 +142,17 @@ class TensorView:
         return f"NkiTensor({self.buf.name!r}, shape={self.shape}, dtype={self.dtype}, buffer={self.buffer})"
 
     def __bool__(self) -> bool:
-        raise TypeError(
-            "the value of an NKI tensor is not known while tracing; it cannot be used as a Python condition"
-        )
+        """True, as AWS's NkiTensor (an object without ``__bool__``): kernels test a tensor's presence
+        (``if params.expert_index:``). The result of an ``nl`` operation in a condition is a
+        mistake, though (its values are not known while tracing), so that raises."""
+        site = getattr(self.buf, "site", None)
+        tag = site[1] if site else ""
+        if tag and self.buf.memory is not Memory.HBM:
+            raise TypeError(
+                f"the values of {self.buf.describe()} (an nl.{tag.split('.')[0]} result) are not "
+                f"known while tracing; it cannot be used as a Python condition (use nl.where or a mask)"
+            )
+        return True
 
     def __iter__(self):
         raise TypeError("NKI tensors cannot be iterated over while tracing; index them instead")

@@ -103,3 +103,29 @@ def test_int64_indices_do_not_widen_an_int32_result():
     assert torch.scatter(x.to("neuron"), 0, i.to("neuron"), 7).dtype == torch.int32
     assert torch.gather(x.to("neuron"), 0, i.to("neuron")).dtype == torch.int32
     assert (torch.arange(4).to("neuron") + torch.arange(4, dtype=torch.int32).to("neuron")).dtype == torch.int64
+
+
+def test_histc_counts_integer_router_choices_as_cuda_does():
+    """Mixtral-style routing: tokens per expert from the top-k expert indices (int64). CUDA's histc
+    takes integers (ATen-CPU's does not): the counts are the float64 histogram, in int64."""
+    torch.manual_seed(0)
+    num_experts = 8
+    logits = torch.randn(37, num_experts)
+    chosen = torch.topk(logits, 2, dim=-1).indices  # int64
+    want = torch.histc(chosen.double(), bins=num_experts, min=0, max=num_experts - 1).long()
+    got = torch.histc(chosen.to("neuron"), bins=num_experts, min=0, max=num_experts - 1)
+    assert got.dtype == torch.int64 and got.device.type == "neuron"
+    assert torch.equal(got.cpu(), want) and got.sum().item() == chosen.numel()
+    big = torch.tensor([2**30 + 1, 2**30 + 2, 2**30 + 2], dtype=torch.int64)  # float32 rounds them alike
+    counts = torch.histc(big.to("neuron"), bins=8, min=2**30, max=2**30 + 8).cpu().tolist()
+    assert counts == [0, 1, 2, 0, 0, 0, 0, 0]
+    small = torch.tensor([0, 3, 3, 7], dtype=torch.int32)
+    assert torch.histc(small.to("neuron"), bins=4, min=0, max=7).cpu().tolist() == [1, 2, 0, 1]
+
+
+def test_ops_without_a_32_bit_host_kernel_compute_in_64_bits():
+    """ATen-CPU has avg_pool2d for int64 but not int32: the policy keeps that op's int64 inputs."""
+    x = torch.arange(2 * 3 * 8 * 8, dtype=torch.int64).reshape(2, 3, 8, 8) * 3
+    got = torch.nn.functional.avg_pool2d(x.to("neuron"), 2)
+    assert got.dtype == torch.int64
+    assert torch.equal(got.cpu(), torch.nn.functional.avg_pool2d(x, 2))

@@ -59,11 +59,11 @@ def test_import_neuronsim_does_not_import_torch():
     assert out.stdout.strip() == "ok"
 
 
-def test_device_count_is_the_chips_logical_core_count():
+def test_device_count_is_the_logical_core_count_of_an_instance():
     trn2 = get_chip("trn2")
-    assert torch.neuron.device_count() == trn2.logical_cores_per_chip
+    assert torch.neuron.device_count() == trn2.logical_cores_per_chip * 16  # trn2.48xlarge: 64
     with neuronsim.options(chip="trn3"):
-        assert torch.neuron.device_count() == get_chip("trn3").logical_cores_per_chip
+        assert torch.neuron.device_count() == get_chip("trn3").logical_cores_per_chip * 16
 
 
 def test_set_device_accepts_valid_indices_and_rejects_others():

@@ -76,3 +76,22 @@ def test_the_fsdp2_profile_shows_compute_and_collectives_on_every_rank(tmp_path)
             by_track
         )
         assert any(name.startswith("aten::") for name in by_track.get("Device ops", ())), by_track
+
+
+def test_ddp_under_torchrun_with_set_device_local_rank_matches_one_process():
+    """The example as users launch it: torchrun, each rank on neuron:{LOCAL_RANK} (neuron:0 and
+    neuron:1, so rank 1's backward runs on a second device index)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "NEURON_SIM": "1", "NEURON_SIM_NUMERICS": "fast", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         str(EXAMPLES / "ddp.py")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-6000:]
+    ranks = sorted(MATCH.findall(done.stdout))
+    assert [r for r, _, _ in ranks] == ["0", "1"], done.stdout
+    assert all(float(diff) <= 1e-5 for _, _, diff in ranks), done.stdout

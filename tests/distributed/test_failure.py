@@ -24,7 +24,7 @@ def _outcome(mode: str) -> dict:
         HERE / "workers" / "failure.py",
         2,
         mode,
-        timeout=60,
+        timeout=180,  # an upper bound (a loaded machine starts torch slowly); rank 0 ends it first
         stop_after_rank=0,
         env={env.NEURON_SIM_COLLECTIVE_TIMEOUT: str(TIMEOUT_S)},
     )
@@ -42,6 +42,28 @@ def test_a_rank_that_dies_fails_the_others_at_once_with_a_collective_error():
 def test_a_rank_that_hangs_fails_the_others_after_the_timeout():
     got = _outcome("hang")
     assert got["error"] == "neuronsim.errors.CollectiveError"
+    assert got["message"].startswith(
+        f"rank 0: all_reduce over ranks [0, 1] failed: no answer from a peer within the {TIMEOUT_S} s timeout"
+    )
+    assert TIMEOUT_S * 0.9 < got["seconds"] < TIMEOUT_S + 10
+
+
+@pytest.mark.parametrize("mode, collective", [
+    ("ddp_die", "all_reduce"),  # DDP's reducer, waiting on the gradient all-reduce's future
+    ("ddp_hook_die", "all_reduce"),  # a Python comm hook's future chain
+    ("fsdp_die", "all_gather"),  # FSDP2 gathering the parameters for forward
+    ("barrier_die", "barrier"),
+])
+def test_a_rank_that_dies_under_ddp_fsdp_or_a_barrier_gives_a_collective_error(mode, collective):
+    got = _outcome(mode)
+    assert got["error"] == "neuronsim.errors.CollectiveError", got
+    assert got["message"].startswith(f"rank 0: {collective} over ranks [0, 1] failed: a peer rank died")
+    assert got["seconds"] < TIMEOUT_S
+
+
+def test_a_rank_that_hangs_under_ddp_fails_the_others_after_the_timeout():
+    got = _outcome("ddp_hang")
+    assert got["error"] == "neuronsim.errors.CollectiveError", got
     assert got["message"].startswith(
         f"rank 0: all_reduce over ranks [0, 1] failed: no answer from a peer within the {TIMEOUT_S} s timeout"
     )

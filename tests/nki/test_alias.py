@@ -4,8 +4,11 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+
+import neuronsim
 
 KERNEL_FILE = textwrap.dedent("""
     import numpy as np
@@ -32,8 +35,8 @@ KERNEL_FILE = textwrap.dedent("""
 def _run(tmp_path, args, env_extra, kernel=KERNEL_FILE):
     path = tmp_path / "my_kernel.py"
     path.write_text(kernel)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(env_extra)
+    # Only the checkout under test on the path: a user's PYTHONPATH must not decide what `nki` is.
+    env = {**os.environ, "PYTHONPATH": str(Path(neuronsim.__file__).parents[1]), **env_extra}
     return subprocess.run(
         [sys.executable, *args, str(path)], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=600
     )

@@ -15,7 +15,8 @@ recv starts when both the receiver and the sender were ready.
 Failures: a peer that dies or hangs makes gloo fail or time out after the group's timeout (60 s
 unless ``init_process_group(timeout=...)`` or ``NEURON_SIM_COLLECTIVE_TIMEOUT`` says otherwise);
 the error becomes a :class:`neuronsim.errors.CollectiveError` naming the rank, the collective and
-the group.
+the group: from ``wait()``, from the work's future (DDP's gradient all-reduce, comm hooks), and from
+``backward()`` when DDP's reducer met it there.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from neuronsim import env
-from neuronsim.device import clock, memory, settings, state
+from neuronsim.device import autograd_hooks, clock, memory, settings, state
 from neuronsim.device.distributed import topology
 from neuronsim.errors import CollectiveError, OptionError
 from neuronsim.options import current
@@ -120,24 +121,28 @@ class NeuronWork(dist.Work):
         self._done, self._error = False, None
         self._lock = threading.Lock()
 
-    def _complete(self, done_futures=None) -> None:
-        """Wait for the gloo works (or read ``done_futures``, theirs, already complete: a future's
-        callback must not wait on the thread that completes it), then write back and charge."""
+    def _complete(self, all_done=None) -> None:
+        """Wait for the gloo works (or read ``all_done``, their futures collected and complete: a
+        future's callback must not wait on the thread that completes it), then write back and charge."""
         with self._lock:
             if self._error is not None:
                 raise self._error
             if self._done:
                 return
             try:
-                if done_futures is None:
+                if all_done is None:
                     for w in self._works:
                         w.wait()
                 else:
-                    for f in done_futures:
-                        f.value()  # raises the work's error
+                    for f in all_done.value():  # raises the first failed work's error
+                        f.value()
             except RuntimeError as exc:  # gloo: a peer closed the connection or the wait timed out
                 self._error = self._fail(exc)
                 self._release()
+                if all_done is not None:
+                    # A future's error reaches C++ waiters (DDP's reducer, inside backward) as text;
+                    # the backward entry point raises this one instead.
+                    autograd_hooks.keep_for_backward(self._error)
                 raise self._error from exc
             self._finish()
             self._done = True
@@ -169,7 +174,7 @@ class NeuronWork(dist.Work):
 
     def get_future(self) -> torch.futures.Future:
         def done(all_done):
-            self._complete(all_done.value())
+            self._complete(all_done)
             return self._outputs
 
         return torch.futures.collect_all([w.get_future() for w in self._works]).then(done)

@@ -103,7 +103,7 @@ def _run_here(path: Path, chip: str) -> dict:
     if row["ran"] and mismatch is not None:
         row["error"] = f"the example reports: {mismatch.group(0)}"
     elif row["ran"] and not launches:
-        row["error"] = "no kernel launched"
+        row["error"] = "no kernel launched (a file of kernels: its main is a framework script)"
     return row
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 
 from neuronsim.sim.ir import Engine
 
@@ -47,10 +48,22 @@ class matmul_perf_mode(enum.Enum):
     double_row = "double_row"
 
 
+@functools.total_ordering
 class nc_version(enum.Enum):
-    gen2 = "gen2"
-    gen3 = "gen3"
-    gen4 = "gen4"
+    """NeuronCore versions, ordered as kernels compare them (``get_nc_version() >= nc_version.gen3``)."""
+
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+    @classmethod
+    def _missing_(cls, value):
+        return cls.__members__.get(value) if isinstance(value, str) else None  # a chip's "gen3"
+
+    def __lt__(self, other):
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return self.value < other.value
 
 
 class dma_engine(enum.Enum):

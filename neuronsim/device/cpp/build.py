@@ -1,0 +1,120 @@
+"""Build ``neuron_device.cpp`` with the system C++ compiler once per torch version and source, cached.
+
+The library is compiled against the installed torch's own headers (its wheel ships them) and
+links its libc10/libtorch_cpu, so it always matches the torch in use. The cache key is the torch
+version, the C++ ABI flag, the compiler and the source's hash; a library is written under a
+temporary name and renamed into place while holding a file lock, so processes starting together
+(torchrun's ranks on a fresh machine) build it once and never load a half-written file.
+
+The cache is the neuronsim cache directory (``NEURON_SIM_CACHE_DIR``, else ``~/.cache/neuronsim``).
+The libraries are plain files in it: the Numba cache keeps its own subdirectories there.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from neuronsim import env
+from neuronsim.errors import NativeBuildError
+
+SOURCE = Path(__file__).with_name("neuron_device.cpp")
+COMPILE_TIMEOUT_S = 600  # a cold compile takes a few seconds; a loaded CI machine, much longer
+_COMPILERS = ("g++", "c++", "clang++")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get(env.NEURON_SIM_CACHE_DIR)
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "neuronsim"
+
+
+def find_compiler() -> str:
+    """``$CXX`` if set, else the first of g++, c++, clang++ on PATH."""
+    chosen = os.environ.get("CXX")
+    if chosen:
+        found = shutil.which(chosen)
+        if found is None:
+            raise NativeBuildError(
+                f"CXX={chosen!r} is not an executable C++ compiler. {_why()} Point CXX at a C++ "
+                "compiler (g++ or clang++), or unset it to use the one on PATH."
+            )
+        return found
+    for name in _COMPILERS:
+        found = shutil.which(name)
+        if found is not None:
+            return found
+    raise NativeBuildError(
+        f"no C++ compiler found (looked for $CXX, {', '.join(_COMPILERS)} on PATH). {_why()} "
+        "Install one (e.g. `apt-get install g++`) or set CXX."
+    )
+
+
+def _why() -> str:
+    return (
+        "The neuron device needs its small C++ support library (a multi-device guard and "
+        "Tensor.set_data across cpu and neuron), compiled once per torch version from "
+        f"{SOURCE.name} against torch's headers and cached in {cache_dir()}."
+    )
+
+
+def _torch_paths() -> tuple[Path, Path, bool]:
+    import torch
+
+    root = Path(torch.__file__).parent
+    return root / "include", root / "lib", bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+
+
+def library_path(compiler: str) -> Path:
+    import torch
+
+    include, lib, abi = _torch_paths()
+    h = hashlib.sha256(SOURCE.read_bytes())
+    for part in (torch.__version__, str(abi), compiler, str(include)):
+        h.update(b"\0" + part.encode())
+    return cache_dir() / f"neuron_device-torch{torch.__version__}-{h.hexdigest()[:16]}.so"
+
+
+def build() -> Path:
+    """The library's path, compiling it first if no process has yet."""
+    compiler = find_compiler()
+    target = library_path(compiler)
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / "neuron_device.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        if not target.exists():
+            _compile(compiler, target)
+    return target
+
+
+def _compile(compiler: str, target: Path) -> None:
+    include, lib, abi = _torch_paths()
+    fd, partial = tempfile.mkstemp(prefix=target.stem + ".", suffix=".partial", dir=target.parent)
+    os.close(fd)
+    command = [
+        compiler, "-O2", "-std=c++20", "-shared", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",
+        "-I", str(include), str(SOURCE), "-o", partial,
+        "-L", str(lib), "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{lib}",
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        os.unlink(partial)
+        raise NativeBuildError(f"compiling {SOURCE.name} with {compiler} failed: {exc}. {_why()}") from exc
+    if done.returncode != 0:
+        os.unlink(partial)
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-20:])
+        raise NativeBuildError(
+            f"compiling {SOURCE.name} with {compiler} failed (exit status {done.returncode}). "
+            f"{_why()}\n$ {' '.join(command)}\n{tail}"
+        )
+    os.chmod(partial, 0o755)  # (mkstemp made it private; the cache may be shared)
+    os.replace(partial, target)
