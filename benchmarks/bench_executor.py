@@ -41,15 +41,15 @@ def instruction_class(row: np.ndarray) -> str:
 
 
 def call_overhead_ns() -> int:
-    """Median cost of an executor call on one row that does nothing (an unknown opcode)."""
+    """Median cost of an executor call on one row that runs nothing (no entry for its opcode)."""
     row = np.zeros((1, ROW_WIDTH), np.int64)
-    row[0, 0] = -1
     frow, bases = np.zeros((1, N_FLOAT_IMM)), np.zeros(1, np.int64)
-    execute_numba.run_encoded(row, frow, bases)
+    no_entries = np.zeros_like(execute_numba.ENTRIES)
+    execute_numba.run_encoded(row, frow, bases, no_entries, 0)
     samples = []
     for _ in range(2000):
         start = time.perf_counter_ns()
-        execute_numba.run_encoded(row, frow, bases)
+        execute_numba.run_encoded(row, frow, bases, no_entries, 0)
         samples.append(time.perf_counter_ns() - start)
     return int(np.median(samples))
 
@@ -76,14 +76,14 @@ def main(argv: list[str] | None = None) -> None:
     kernel_ns, kernel_calls = collections.Counter(), collections.Counter()
     op_ns, op_count = collections.Counter(), collections.Counter()
     overhead = call_overhead_ns() if args.per_op else 0
-    run_encoded, execute = execute_numba.run_encoded, execute_numba.execute
+    execute = execute_numba.execute
 
     def timed(itab, ftab, bases):
         start = time.perf_counter_ns()
         if args.per_op:
             for i in range(itab.shape[0]):
                 t0 = time.perf_counter_ns()
-                run_encoded(itab[i:i + 1], ftab[i:i + 1], bases)
+                execute(itab[i:i + 1], ftab[i:i + 1], bases)
                 key = instruction_class(itab[i])
                 op_ns[key] += time.perf_counter_ns() - t0 - overhead
                 op_count[key] += 1

@@ -1,7 +1,9 @@
 """Making ``import nki`` (and ``import torch_neuronx``) resolve to neuronsim when no real one is installed.
 
 :func:`install_alias` puts a finder on ``sys.meta_path`` that answers ``nki``, ``nki.language``
-and ``nki.isa`` with the neuronsim modules. It is lazy: the frontend (and with it the simulator
+and ``nki.isa`` with the neuronsim modules, and (when no real ``neuronxcc`` is installed) one that
+answers the legacy API, ``neuronxcc.nki`` and its submodules, with ``neuronsim.nki.legacy``.
+It is lazy: the frontend (and with it the simulator
 and Numba) is imported only when a kernel file runs ``import nki``, so the callers can install it
 for free. Something has to call it before that import, and without a ``.pth`` file or
 ``sitecustomize`` nothing runs at interpreter start-up; so the callers are ``python -m
@@ -69,6 +71,23 @@ def alias_installed() -> bool:
     return any(type(f) is _AliasFinder for f in sys.meta_path)
 
 
+class _LegacyFinder(_AliasFinder):
+    """Serves the legacy API, ``neuronxcc.nki`` and its submodules, from ``neuronsim.nki.legacy``."""
+
+    _TARGETS = {
+        "neuronxcc": "neuronsim.nki.legacy.root",
+        "neuronxcc.nki": "neuronsim.nki.legacy",
+        **{f"neuronxcc.nki.{n}": f"neuronsim.nki.legacy.{n}"
+           for n in ("language", "isa", "typing", "compiler")},
+    }
+    _PACKAGES = frozenset({"neuronxcc", "neuronxcc.nki"})
+
+
+def real_neuronxcc_installed() -> bool:
+    """True when a ``neuronxcc`` package (the Neuron compiler, with the legacy NKI) is importable."""
+    return _real_package("neuronxcc")
+
+
 def install_alias(force: bool = False) -> bool:
     """Alias ``nki`` to ``neuronsim.nki`` when ``NEURON_SIM=1`` (or ``force``) and no real nki exists.
 
@@ -82,6 +101,8 @@ def install_alias(force: bool = False) -> bool:
         return False
     if not alias_installed():
         sys.meta_path.insert(0, _AliasFinder())
+    if not real_neuronxcc_installed() and not any(type(f) is _LegacyFinder for f in sys.meta_path):
+        sys.meta_path.insert(0, _LegacyFinder())
     return True
 
 

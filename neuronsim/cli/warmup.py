@@ -11,8 +11,10 @@ HELP = f"""Compile the simulator's machine code into Numba's disk cache now, not
 Run it once when building a container image or in a CI job before restoring/saving the cache
 directory, so that tests start without the compile. The cache lives in {env.NEURON_SIM_CACHE_DIR}
 (default ~/.cache/neuronsim/numba), in a subdirectory named after a hash of the simulator's
-sources and Numba's version; a cache restored for another version is not used. Prints where the
-cache is and how long each part took (compiled, or loaded from the cache).
+sources and Numba's version; a cache restored for another version is not used. Prints how long
+each compile unit took (the executor's loop and scheduler, then one kernel per opcode: compiled,
+or loaded from the cache) and where the cache is. Processes sharing the cache compile one at a
+time; the others wait and load what it compiled.
 
 --cache-key prints a key for CI caches (neuronsim's version and that hash) and compiles nothing.
 """
@@ -36,24 +38,28 @@ def warmup(cache_key: bool, as_json: bool) -> int:
         app.console.out(key, highlight=False)
         return 0
     start = time.perf_counter()
-    with app.status("compiling the simulator (minutes on a cold cache)"):
-        from neuronsim.sim import warmup as sim_warmup  # importing the simulator loads Numba
+    from neuronsim.sim import warmup as sim_warmup  # importing the simulator loads Numba
 
-        results = sim_warmup.warm_all()
+    results = []
+    for unit in sim_warmup.UNITS:  # a terminal shows a progress line while a unit compiles
+        result = sim_warmup.warm(unit)
+        results.append(result)
+        if not as_json:
+            app.console.out(f"  {result.unit:<24} {result.seconds:8.1f} s  {_state(result)}", highlight=False)
     total = time.perf_counter() - start
     where = str(sim_warmup.cache_dir())
     if as_json:
         app.print_json({"cache_dir": where, "seconds": total,
                         "units": [r.__dict__ for r in results]})
         return 0
-    for r in results:
-        if r.compiled:
-            state = f"compiled {r.compiled} functions"
-        elif r.loaded:
-            state = f"loaded {r.loaded} functions from the cache"
-        else:
-            state = "nothing more to compile"
-        app.console.out(f"  {r.unit:<10} {r.seconds:8.1f} s  {state}", highlight=False)
     app.console.out(f"Numba cache: {where}", highlight=False)
     app.console.out(f"warmup took {total:.1f} s", highlight=False)
     return 0
+
+
+def _state(result) -> str:
+    if result.compiled:
+        return f"compiled {result.compiled} functions"
+    if result.loaded:
+        return f"loaded {result.loaded} functions from the cache"
+    return "nothing more to compile"

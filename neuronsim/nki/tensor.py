@@ -9,6 +9,7 @@ contiguous). Python's operators on tensors are ``nki.language``'s and live there
 from __future__ import annotations
 
 import math
+import threading
 
 from neuronsim.errors import ConstraintError, OutOfBoundsError, UnsupportedError
 from neuronsim.nki.buffer import Buffer
@@ -509,7 +510,19 @@ def index_view(t: TensorView, key) -> TensorView:
     return _index_view(t, key)
 
 
+class _IndexRules(threading.local):
+    # NKI 0.1 (the legacy API) keeps an int-indexed free dimension of an on-chip tile as size 1:
+    # t[:, 0] is a [P, 1] tile (legacy/call.py sets this while a legacy kernel is traced)
+    keep_free_dims = False
+
+
+index_rules = _IndexRules()
+
+
 def _index_view(t: TensorView, key) -> TensorView:
+    for k in key:  # an index grid (the legacy API's nl.arange / nl.mgrid) does its own indexing
+        if hasattr(type(k), "nki_index_grid"):
+            return k.nki_index_grid(t, key)
     n = len(t.dims)
     if Ellipsis in key:
         at = key.index(Ellipsis)
@@ -545,6 +558,8 @@ def _index_view(t: TensorView, key) -> TensorView:
             offset += i * step
             if d == 0 and partition_dim:
                 ppair = (step, 1)
+            elif partition_dim and index_rules.keep_free_dims:
+                dims.append((step, 1))
             continue
         if isinstance(k, DynSlice):
             if k.start < 0 or k.start + k.size > num or k.size < 0:

@@ -43,6 +43,13 @@ def _display_name(code) -> str | None:
     return name
 
 
+class _LocationOverride(threading.local):
+    location = None  # set while a deferred instruction is recorded: the line that made it
+
+
+location_override = _LocationOverride()
+
+
 def code_location(code, line: int | None = None) -> str:
     """``file:line`` of a code object (its first line unless ``line``), named as kernel lines are."""
     name = _display_name(code) or os.path.basename(code.co_filename)
@@ -51,6 +58,8 @@ def code_location(code, line: int | None = None) -> str:
 
 def caller_location(depth: int = 2) -> str | None:
     """``file:line`` of the innermost frame outside ``neuronsim/nki`` (the kernel's line)."""
+    if location_override.location is not None:
+        return location_override.location
     f = sys._getframe(depth)
     where = _where
     while f is not None:
@@ -98,6 +107,9 @@ class Trace:
         self.scalar_regs = None  # the ScalarE reduce registers' value (emulated, see isa.activation)
         self.hbm_fill: dict[int, float] = {}  # HBM buffer id -> value the host fills it with (nl.zeros/full)
         self.constants: dict = {}  # HBM buffer id -> numpy array (nl.shared_constant)
+        # A result whose instruction waits for its destination (the legacy API's ``t[...] = nisa.op(...)``):
+        # a callable emitting it into its own tile, run before any other instruction is recorded.
+        self.pending = None
 
     def unique_name(self, name: str) -> str:
         n = self.names.get(name)

@@ -17,6 +17,21 @@ with neuronsim_cache_dir():
     from neuronsim.sim import schedule  # noqa: F401
     from neuronsim.sim import execute_numba  # noqa: F401
 
+
+def _guard_compiles() -> None:
+    """Processes sharing a cache compile one at a time (``_numba_cache.compile_lock``)."""
+    import sys
+
+    from neuronsim.sim import _numba_cache
+    from neuronsim.sim.engines import OPDEFS
+
+    modules = [m for name, m in list(sys.modules.items()) if name.startswith("neuronsim.sim.") and m]
+    labels = {id(d.kernel): f"{op.name.lower()} kernel" for op, d in OPDEFS.items()}
+    _numba_cache.guard_compiles(_numba_cache.dispatchers_of(modules), labels)
+
+
+_guard_compiles()
+
 from neuronsim.sim.api import Prepared, RunResult, prepare, run  # noqa: E402
 from neuronsim.sim.ir import (  # noqa: E402
     AccessPattern,

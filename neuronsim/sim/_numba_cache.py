@@ -10,13 +10,18 @@ neuronsim's modules are decorated, then restored.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
 import numba
+from numba.core.compiler_lock import global_compiler_lock
 
 from neuronsim import env
 
@@ -59,9 +64,157 @@ def _prepare_dir() -> Path:
 
 @contextlib.contextmanager
 def neuronsim_cache_dir() -> Iterator[None]:
+    global _active_dir
     saved = numba.config.CACHE_DIR
-    numba.config.CACHE_DIR = str(_prepare_dir())
+    _active_dir = _prepare_dir()
+    numba.config.CACHE_DIR = str(_active_dir)
     try:
         yield
     finally:
         numba.config.CACHE_DIR = saved
+
+
+# ---------------------------------------------------------------- one compile per cache directory
+#
+# Processes sharing a cache directory (torchrun ranks, parallel CI jobs) compile one at a time: a
+# compile holds an exclusive lock on ``.compile.lock`` in the directory, and a process that finds
+# it held waits, then finds the machine code in the cache and loads it instead of compiling it
+# again. Numba publishes each cache file atomically (written aside, then renamed), so a reader
+# never sees half a file. Every dispatcher of ``neuronsim/sim`` is guarded (``guard_compiles``):
+# its ``compile`` (first call of a signature, or a caller's typing that needs it) takes the lock
+# unless this thread already holds it (nested compiles) or the signature is compiled already.
+
+_LOCK_NAME = ".compile.lock"
+_held = threading.local()  # depth of guarded compiles on this thread
+_process_lock = threading.RLock()  # threads of one process take turns (Numba compiles one at a time anyway)
+_active_dir: Path | None = None  # where this process's dispatchers cache (set by neuronsim_cache_dir)
+
+
+def _lock_path() -> Path | None:
+    return None if _active_dir is None else _active_dir / _LOCK_NAME
+
+
+@contextlib.contextmanager
+def compile_lock(label: str) -> Iterator[None]:
+    """Hold the cache directory's compile lock (reentrant on this thread) while compiling ``label``;
+    a progress line on a terminal if it takes more than a moment."""
+    depth = getattr(_held, "depth", 0)
+    if depth:
+        _held.depth = depth + 1
+        try:
+            yield
+        finally:
+            _held.depth = depth
+        return
+    with global_compiler_lock, _process_lock, _Progress(label) as progress:
+        fd = _open_lock_file()
+        try:
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    progress.waiting = True
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    progress.waiting = False
+            _held.depth = 1
+            try:
+                yield
+            finally:
+                _held.depth = 0
+        finally:
+            if fd is not None:
+                os.close(fd)  # closing releases the lock
+
+
+def _open_lock_file() -> int | None:
+    path = _lock_path()
+    if path is None:
+        return None
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return None  # an unwritable cache: numba does not cache there either
+
+
+def dispatchers_of(modules) -> list:
+    """The Numba dispatchers defined in ``modules``."""
+    found: dict[int, object] = {}
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, numba.core.registry.CPUDispatcher) and value.__module__ == module.__name__:
+                found[id(value)] = value
+    return list(found.values())
+
+
+def guard_compiles(dispatchers, labels: dict[int, str] | None = None) -> None:
+    """Make each dispatcher's compiles take the cache directory's lock; ``labels`` (by ``id``) name
+    what the progress line shows, else the function's name."""
+    for dispatcher in dispatchers:
+        label = (labels or {}).get(id(dispatcher), dispatcher.py_func.__name__)
+        if getattr(dispatcher, "_neuronsim_guarded", False):
+            continue
+        compile_unguarded = dispatcher.compile
+
+        def compile(sig, _compile=compile_unguarded, _dispatcher=dispatcher, _label=label):
+            if getattr(_held, "depth", 0) or (isinstance(sig, tuple) and sig in _dispatcher.overloads):
+                return _compile(sig)
+            with compile_lock(_label):
+                return _compile(sig)
+
+        dispatcher.compile = compile
+        dispatcher._neuronsim_guarded = True
+
+
+class _Progress:
+    """A line on stderr, when it is a terminal, while a compile (or the wait for another process's)
+    lasts longer than ``_QUIET_SECONDS``; erased when it ends. Loads from the cache take
+    milliseconds, so they never show."""
+
+    _QUIET_SECONDS = 1.0
+
+    def __init__(self, label: str):
+        self.label = label
+        self.waiting = False
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._shown = False
+
+    def __enter__(self) -> _Progress:
+        stream = sys.stderr
+        if stream is not None and hasattr(stream, "isatty") and stream.isatty():
+            self._start = time.monotonic()
+            self._thread = threading.Thread(target=self._run, name="neuronsim-compile-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def _line(self) -> str:
+        seconds = time.monotonic() - self._start
+        if self.waiting:
+            what = "waiting for another process compiling into the same cache"
+        else:
+            what = f"compiling the simulator's machine code ({self.label}); cached for later runs"
+        return f"neuronsim: {what} ... {seconds:.0f} s"
+
+    def _run(self) -> None:
+        if self._done.wait(self._QUIET_SECONDS):
+            return
+        while True:
+            self._write("\r\x1b[K" + self._line())
+            self._shown = True
+            if self._done.wait(1.0):
+                return
+
+    def _write(self, text: str) -> None:
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is None:
+            return
+        self._done.set()
+        self._thread.join()
+        if self._shown:
+            self._write("\r\x1b[K")

@@ -1,127 +1,105 @@
 """The Numba executor: a whole Program runs in one compiled call, no Python per instruction.
 
 The Program arrives encoded (``encoding.py``) and validated: every address is known to be in
-bounds, so the kernels do no checks — except where an address is read at run time (indirect DMA):
-such a kernel returns nonzero on an out-of-bounds index and the run stops there, returning the
-instruction's position. Dispatch is one branch per opcode to its engine's kernel.
+bounds, so the kernels do no checks. The loop calls each instruction's engine kernel through a
+table of entry addresses indexed by opcode. Each opcode's kernel is a compile unit of its own,
+compiled (or loaded from the disk cache) the first time a Program uses that opcode: a process
+compiles only what it runs, and the loop itself, which names no kernel, compiles in about a second.
+When the loop meets an opcode whose entry is still empty it returns that instruction's index;
+``execute`` fills the entry and resumes there, so instructions still run once each, in order.
+
+An entry is the C wrapper Numba builds for every compiled function (``llvm_cfunc_wrapper_name``):
+the arguments by value in Numba's data model, the same ``(row, frow, bases)`` arrays the loop
+holds. A kernel that raised would have its exception printed by that wrapper, not propagated; the
+kernels raise nothing (the validator checked every operand before encoding). The one check made
+while running — an indirect DMA's index read from memory (``engines/dma_indirect.py``) — sets the
+status slot, the last element of ``bases``, and the loop stops at that instruction.
 """
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from neuronsim.sim.engines import OPDEFS
 from neuronsim.sim.ir import Opcode
 
+# What every kernel is compiled for: one int64 row of ``itab``, its float64 row, the base addresses.
+KERNEL_ARGS = (types.Array(types.int64, 1, "C"), types.Array(types.float64, 1, "C"),
+               types.Array(types.int64, 1, "C"))
 
-@njit(cache=True)
-def _not_implemented(row, frow, bases):
-    pass  # unreachable: the validator rejects opcodes without an OpDef
-
-
-def _kernel(op: Opcode):
-    opdef = OPDEFS.get(op)
-    return _not_implemented if opdef is None else opdef.kernel
+# Entry address of each opcode's compiled kernel (0: not loaded in this process yet).
+ENTRIES = np.zeros(max(int(op) for op in Opcode) + 1, dtype=np.int64)
+_entries_lock = threading.Lock()
 
 
-OP_NC_MATMUL, K_NC_MATMUL = int(Opcode.NC_MATMUL), _kernel(Opcode.NC_MATMUL)
-OP_NC_TRANSPOSE, K_NC_TRANSPOSE = int(Opcode.NC_TRANSPOSE), _kernel(Opcode.NC_TRANSPOSE)
-OP_NC_MATMUL_MX, K_NC_MATMUL_MX = int(Opcode.NC_MATMUL_MX), _kernel(Opcode.NC_MATMUL_MX)
-OP_QUANTIZE_MX, K_QUANTIZE_MX = int(Opcode.QUANTIZE_MX), _kernel(Opcode.QUANTIZE_MX)
-OP_ACTIVATION, K_ACTIVATION = int(Opcode.ACTIVATION), _kernel(Opcode.ACTIVATION)
-OP_TENSOR_TENSOR, K_TENSOR_TENSOR = int(Opcode.TENSOR_TENSOR), _kernel(Opcode.TENSOR_TENSOR)
-OP_TENSOR_SCALAR, K_TENSOR_SCALAR = int(Opcode.TENSOR_SCALAR), _kernel(Opcode.TENSOR_SCALAR)
-OP_SCALAR_TENSOR_TENSOR, K_SCALAR_TENSOR_TENSOR = (int(Opcode.SCALAR_TENSOR_TENSOR),
-                                                   _kernel(Opcode.SCALAR_TENSOR_TENSOR))
-OP_TENSOR_REDUCE, K_TENSOR_REDUCE = int(Opcode.TENSOR_REDUCE), _kernel(Opcode.TENSOR_REDUCE)
-OP_TENSOR_COPY, K_TENSOR_COPY = int(Opcode.TENSOR_COPY), _kernel(Opcode.TENSOR_COPY)
-OP_TENSOR_TENSOR_SCAN, K_TENSOR_TENSOR_SCAN = int(Opcode.TENSOR_TENSOR_SCAN), _kernel(Opcode.TENSOR_TENSOR_SCAN)
-OP_MEMSET, K_MEMSET = int(Opcode.MEMSET), _kernel(Opcode.MEMSET)
-OP_TENSOR_COPY_PREDICATED, K_TENSOR_COPY_PREDICATED = (int(Opcode.TENSOR_COPY_PREDICATED),
-                                                       _kernel(Opcode.TENSOR_COPY_PREDICATED))
-OP_SELECT, K_SELECT = int(Opcode.SELECT), _kernel(Opcode.SELECT)
-OP_BN_STATS, K_BN_STATS = int(Opcode.BN_STATS), _kernel(Opcode.BN_STATS)
-OP_BN_AGGR, K_BN_AGGR = int(Opcode.BN_AGGR), _kernel(Opcode.BN_AGGR)
-OP_MAX8, K_MAX8 = int(Opcode.MAX8), _kernel(Opcode.MAX8)
-OP_NC_FIND_INDEX8, K_NC_FIND_INDEX8 = int(Opcode.NC_FIND_INDEX8), _kernel(Opcode.NC_FIND_INDEX8)
-OP_RNG, K_RNG = int(Opcode.RNG), _kernel(Opcode.RNG)
-OP_DROPOUT, K_DROPOUT = int(Opcode.DROPOUT), _kernel(Opcode.DROPOUT)
-OP_IOTA, K_IOTA = int(Opcode.IOTA), _kernel(Opcode.IOTA)
-OP_AFFINE_SELECT, K_AFFINE_SELECT = int(Opcode.AFFINE_SELECT), _kernel(Opcode.AFFINE_SELECT)
-OP_TENSOR_PARTITION_REDUCE, K_TENSOR_PARTITION_REDUCE = (int(Opcode.TENSOR_PARTITION_REDUCE),
-                                                         _kernel(Opcode.TENSOR_PARTITION_REDUCE))
-OP_DMA_COPY, K_DMA_COPY = int(Opcode.DMA_COPY), _kernel(Opcode.DMA_COPY)
-OP_DMA_TRANSPOSE, K_DMA_TRANSPOSE = int(Opcode.DMA_TRANSPOSE), _kernel(Opcode.DMA_TRANSPOSE)
-OP_DMA_COPY_INDIRECT, K_DMA_COPY_INDIRECT = int(Opcode.DMA_COPY_INDIRECT), _kernel(Opcode.DMA_COPY_INDIRECT)
+@intrinsic
+def _call_kernel(typingctx, address, row, frow, bases):
+    """Call the kernel whose C wrapper is at ``address`` with (row, frow, bases)."""
+    if (row, frow, bases) != KERNEL_ARGS:
+        return None  # a typing error: the wrapper's argument layout would not match
 
-DISPATCHED = frozenset(Opcode)  # the branches below cover every opcode (tests/sim check OPDEFS)
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(context.get_value_type(types.none),
+                               [context.get_value_type(t) for t in KERNEL_ARGS])
+        builder.call(builder.inttoptr(args[0], fnty.as_pointer()), args[1:])
+        return context.get_dummy_value()
+
+    return types.void(types.int64, *KERNEL_ARGS), codegen
 
 
 @njit(cache=True)
-def run_encoded(itab, ftab, bases):
-    for i in range(itab.shape[0]):
+def run_encoded(itab, ftab, bases, entries, start):
+    """Run instructions ``start..`` in order; -1 when all ran, else the index of the first one whose
+    opcode has no entry yet (nothing from it on has run)."""
+    for i in range(start, itab.shape[0]):
         row = itab[i]
-        frow = ftab[i]
-        op = row[0]
-        if op == OP_NC_MATMUL:
-            K_NC_MATMUL(row, frow, bases)
-        elif op == OP_NC_TRANSPOSE:
-            K_NC_TRANSPOSE(row, frow, bases)
-        elif op == OP_ACTIVATION:
-            K_ACTIVATION(row, frow, bases)
-        elif op == OP_TENSOR_TENSOR:
-            K_TENSOR_TENSOR(row, frow, bases)
-        elif op == OP_TENSOR_SCALAR:
-            K_TENSOR_SCALAR(row, frow, bases)
-        elif op == OP_SCALAR_TENSOR_TENSOR:
-            K_SCALAR_TENSOR_TENSOR(row, frow, bases)
-        elif op == OP_TENSOR_REDUCE:
-            K_TENSOR_REDUCE(row, frow, bases)
-        elif op == OP_TENSOR_COPY:
-            K_TENSOR_COPY(row, frow, bases)
-        elif op == OP_TENSOR_TENSOR_SCAN:
-            K_TENSOR_TENSOR_SCAN(row, frow, bases)
-        elif op == OP_MEMSET:
-            K_MEMSET(row, frow, bases)
-        elif op == OP_TENSOR_COPY_PREDICATED:
-            K_TENSOR_COPY_PREDICATED(row, frow, bases)
-        elif op == OP_SELECT:
-            K_SELECT(row, frow, bases)
-        elif op == OP_BN_STATS:
-            K_BN_STATS(row, frow, bases)
-        elif op == OP_BN_AGGR:
-            K_BN_AGGR(row, frow, bases)
-        elif op == OP_MAX8:
-            K_MAX8(row, frow, bases)
-        elif op == OP_NC_FIND_INDEX8:
-            K_NC_FIND_INDEX8(row, frow, bases)
-        elif op == OP_RNG:
-            K_RNG(row, frow, bases)
-        elif op == OP_DROPOUT:
-            K_DROPOUT(row, frow, bases)
-        elif op == OP_IOTA:
-            K_IOTA(row, frow, bases)
-        elif op == OP_AFFINE_SELECT:
-            K_AFFINE_SELECT(row, frow, bases)
-        elif op == OP_TENSOR_PARTITION_REDUCE:
-            K_TENSOR_PARTITION_REDUCE(row, frow, bases)
-        elif op == OP_DMA_COPY:
-            K_DMA_COPY(row, frow, bases)
-        elif op == OP_DMA_TRANSPOSE:
-            K_DMA_TRANSPOSE(row, frow, bases)
-        elif op == OP_NC_MATMUL_MX:
-            K_NC_MATMUL_MX(row, frow, bases)
-        elif op == OP_QUANTIZE_MX:
-            K_QUANTIZE_MX(row, frow, bases)
-        elif op == OP_DMA_COPY_INDIRECT:
-            if K_DMA_COPY_INDIRECT(row, frow, bases) != 0:
-                return i
+        address = entries[row[0]]
+        if address == 0:
+            return i
+        _call_kernel(address, row, ftab[i], bases)
+        if bases[bases.shape[0] - 1] != 0:
+            return i
     return -1
 
 
+def kernel_for(op: Opcode):
+    """The Numba kernel (a dispatcher) that runs ``op``."""
+    opdef = OPDEFS.get(op)
+    if opdef is None:
+        raise AssertionError(f"{op.name} has no OpDef: the validator should have rejected it")
+    return opdef.kernel
+
+
+def load_kernel(op: Opcode) -> None:
+    """Make ``op`` runnable in this process: load its kernel from the disk cache, or compile it."""
+    op = Opcode(op)
+    with _entries_lock:
+        if ENTRIES[op]:
+            return
+        kernel = kernel_for(op)
+        kernel.compile(KERNEL_ARGS)
+        result = kernel.overloads[KERNEL_ARGS]
+        ENTRIES[op] = result.library.get_pointer_to_function(result.fndesc.llvm_cfunc_wrapper_name)
+
+
+def loaded_opcodes() -> frozenset[Opcode]:
+    return frozenset(op for op in Opcode if ENTRIES[op])
+
+
 def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> int:
-    """Run the encoded Program; -1, or the position of the instruction that stopped it."""
-    if itab.shape[0]:
-        return run_encoded(itab, ftab, bases)
+    """Run the encoded Program; -1, or the position of the instruction that stopped it (its status
+    in ``bases[-1]``)."""
+    start = 0
+    while start < itab.shape[0]:
+        start = run_encoded(itab, ftab, bases, ENTRIES, start)
+        if start < 0:
+            return -1
+        if bases[-1] != 0:
+            return start
+        load_kernel(Opcode(int(itab[start, 0])))
     return -1

@@ -1,12 +1,11 @@
 """Compiling the simulator's machine code ahead of time (``neuronsim warmup``).
 
 Numba compiles the executor and the scheduler on first use and keeps the machine code in its disk
-cache (``_numba_cache``: one directory per version of these sources). Warming up runs one small
-Program per *compile unit*, so that a CI cache or a container image holds everything before the
-first real kernel. A unit names what it compiles and builds a Program that makes Numba compile it.
-Today the executor is one compiled function for every opcode, so the first unit compiles it all
-and the others load it; when compilation is split by instruction family, each family is a unit
-here and nothing else changes.
+cache (``_numba_cache``: one directory per version of these sources). The executor's compile units
+are its loop and one kernel per opcode (``execute_numba``); a process compiles only the units its
+Programs use, when they first use them. Warming up compiles every unit, so that a CI cache or a
+container image holds everything before the first real kernel: the ``executor`` unit runs one small
+Program (the loop, the scheduler, the DMA kernel), then each opcode's unit loads its kernel.
 """
 
 from __future__ import annotations
@@ -18,16 +17,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neuronsim.sim import api
+from neuronsim.sim import api, execute_numba
 from neuronsim.sim._numba_cache import cache_dir
-from neuronsim.sim.ir import Engine, Opcode, Program, ProgramBuilder
+from neuronsim.sim.ir import Opcode, Program, ProgramBuilder
 
 
 @dataclass(frozen=True)
 class WarmupUnit:
     name: str
-    what: str  # what running its Program compiles
-    build: Callable[[], Program]
+    what: str  # what it compiles
+    build: Callable[[], Program] | None = None  # a Program to run (the loop and the scheduler)
+    opcode: Opcode | None = None  # else: the kernel of this opcode
 
 
 @dataclass(frozen=True)
@@ -48,26 +48,9 @@ def _dma_program() -> Program:
     return b.build()
 
 
-def _matmul_program() -> Program:
-    b = ProgramBuilder("warmup_matmul")
-    stationary = b.hbm("stationary", (128, 128), "bfloat16")
-    moving = b.hbm("moving", (128, 64), "bfloat16")
-    out = b.hbm("out", (128, 64), "float32", kind="output")
-    s = b.sbuf("s", (128, 128), "bfloat16")
-    m = b.sbuf("m", (128, 64), "bfloat16")
-    acc = b.psum("acc", (128, 64), "float32")
-    res = b.sbuf("res", (128, 64), "float32")
-    b.emit(Opcode.DMA_COPY, s, [stationary], location="warmup:matmul")
-    b.emit(Opcode.DMA_COPY, m, [moving], location="warmup:matmul")
-    b.emit(Opcode.NC_MATMUL, acc, [s, m], accumulate=False, location="warmup:matmul")
-    b.emit(Opcode.TENSOR_COPY, res, [acc], engine=Engine.VECTOR, location="warmup:matmul")
-    b.emit(Opcode.DMA_COPY, out, [res], location="warmup:matmul")
-    return b.build()
-
-
 UNITS: tuple[WarmupUnit, ...] = (
-    WarmupUnit("executor", "the Numba executor (every opcode) and the scheduler", _dma_program),
-    WarmupUnit("tensor", "TensorE matmul and PSUM evacuation", _matmul_program),
+    WarmupUnit("executor", "the executor's loop, the scheduler and the DMA kernel", build=_dma_program),
+    *(WarmupUnit(op.name.lower(), f"the {op.name} kernel", opcode=op) for op in Opcode),
 )
 
 
@@ -100,8 +83,11 @@ def warm(unit: WarmupUnit, chip: str = "trn2") -> WarmupResult:
     """Run the unit's Program on the Numba executor; report what Numba compiled or loaded."""
     compiled0, loaded0 = _counts()
     start = time.perf_counter()
-    program = unit.build()
-    api.run(program, _inputs(program), chip, executor="numba", uninitialized_memory="zero")
+    if unit.opcode is not None:
+        execute_numba.load_kernel(unit.opcode)
+    else:
+        program = unit.build()
+        api.run(program, _inputs(program), chip, executor="numba", uninitialized_memory="zero")
     seconds = time.perf_counter() - start
     compiled1, loaded1 = _counts()
     return WarmupResult(unit.name, seconds, compiled1 - compiled0, loaded1 - loaded0)

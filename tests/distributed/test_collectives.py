@@ -1,5 +1,5 @@
-"""The ``neuron`` c10d backend: every collective on 2 and 4 ranks against single-process references,
-and the simulated collective times against the topology formulas."""
+"""The ``neuron`` c10d backend: every collective on 2 and 4 ranks (4 with the slow tests) against
+single-process references, and the simulated collective times against the topology formulas."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from neuronsim.device.distributed import topology  # noqa: E402
 from neuronsim.sim.chips import get_chip  # noqa: E402
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["2ranks", "4ranks"])
+@pytest.fixture(scope="module", params=[2, pytest.param(4, marks=pytest.mark.slow)], ids=["2ranks", "4ranks"])
 def run(request, tmp_path_factory):
     n = request.param
     out = tmp_path_factory.mktemp(f"collectives{n}")

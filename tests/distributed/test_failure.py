@@ -50,9 +50,10 @@ def test_a_rank_that_hangs_fails_the_others_after_the_timeout():
 
 @pytest.mark.parametrize("mode, collective", [
     ("ddp_die", "all_reduce"),  # DDP's reducer, waiting on the gradient all-reduce's future
-    ("ddp_hook_die", "all_reduce"),  # a Python comm hook's future chain
-    ("fsdp_die", "all_gather"),  # FSDP2 gathering the parameters for forward
-    ("barrier_die", "barrier"),
+    # The other paths to the same translation run with the slow tests (CI's time budget).
+    pytest.param("ddp_hook_die", "all_reduce", marks=pytest.mark.slow),  # a Python comm hook's future chain
+    pytest.param("fsdp_die", "all_gather", marks=pytest.mark.slow),  # FSDP2 gathering the parameters
+    pytest.param("barrier_die", "barrier", marks=pytest.mark.slow),
 ])
 def test_a_rank_that_dies_under_ddp_fsdp_or_a_barrier_gives_a_collective_error(mode, collective):
     got = _outcome(mode)
@@ -61,6 +62,7 @@ def test_a_rank_that_dies_under_ddp_fsdp_or_a_barrier_gives_a_collective_error(m
     assert got["seconds"] < TIMEOUT_S
 
 
+@pytest.mark.slow  # the timeout path itself runs in CI without DDP (above)
 def test_a_rank_that_hangs_under_ddp_fails_the_others_after_the_timeout():
     got = _outcome("ddp_hang")
     assert got["error"] == "neuronsim.errors.CollectiveError", got

@@ -12,14 +12,17 @@ called (not the whole executor), so the cold compile stays short.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import neuronsim
+from neuronsim.sim.ir import Opcode
 
 _ROOT = Path(neuronsim.__file__).resolve().parent.parent
 
@@ -156,12 +159,14 @@ def test_cached_kernels_agree_with_fresh_compiles_and_the_reference(tmp_path):
 
 
 # The executor as a warm process runs it: random programs (test_executors' generator) in a child
-# that loads ``run_encoded`` from the cache this process filled, against the reference executor.
+# that loads every opcode's kernel and the executor's loop from the cache this process filled,
+# against the reference executor.
 _FUZZ_CHILD = r'''
 import json, random, sys
 sys.path.insert(0, sys.argv[1])
 from test_executors import _inputs, assert_executors_agree, random_program
 from neuronsim.sim import execute_numba
+from neuronsim.sim.ir import Opcode
 
 wrong = []
 for seed in range(int(sys.argv[2])):
@@ -170,20 +175,107 @@ for seed in range(int(sys.argv[2])):
         assert_executors_agree(program, _inputs(program, seed), f"(seed {seed}) ")
     except AssertionError as err:
         wrong.append(str(err)[:1500])
-print(json.dumps({"wrong": wrong[:3], "n_wrong": len(wrong),
-                  "hits": sum(execute_numba.run_encoded.stats.cache_hits.values())}))
+units = [execute_numba.run_encoded] + [execute_numba.kernel_for(op) for op in execute_numba.loaded_opcodes()]
+print(json.dumps({"wrong": wrong[:3], "n_wrong": len(wrong), "opcodes": len(execute_numba.loaded_opcodes()),
+                  "hits": sum(sum(u.stats.cache_hits.values()) for u in units),
+                  "misses": sum(sum(u.stats.cache_misses.values()) for u in units)}))
 '''
 
 
 def test_random_programs_agree_when_the_executor_is_loaded_from_the_cache():
     from test_executors import _inputs, assert_executors_agree, random_program
 
-    _, program = random_program(random.Random(0), 0)  # compiles the executor here: the cache is filled
+    from neuronsim.sim.warmup import warm_all
+
+    warm_all()  # compiles the loop and every opcode's kernel here: the cache is filled
+    _, program = random_program(random.Random(0), 0)
     assert_executors_agree(program, _inputs(program, 0))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", _FUZZ_CHILD, str(Path(__file__).parent), "1500"], env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["hits"] > 0, "the child compiled the executor itself: nothing was loaded from the cache"
+    assert result["opcodes"] >= 10, result  # the programs used many opcodes (each kernel its own unit)
+    assert result["hits"] > result["opcodes"] and result["misses"] == 0, \
+        f"the child compiled part of the executor itself instead of loading it from the cache: {result}"
     assert result["n_wrong"] == 0, "\n".join(result["wrong"])
+
+
+def test_an_opcode_loaded_mid_program_resumes_where_the_loop_stopped():
+    """The loop returns at the first instruction whose kernel is not loaded yet; ``execute`` loads it
+    and goes on from there: every instruction runs once, in order, as on the reference executor."""
+    from test_executors import _inputs, assert_executors_agree, random_program
+
+    from neuronsim.sim import execute_numba
+
+    for seed in range(40):
+        _, program = random_program(random.Random(seed), seed, length=6)
+        opcodes = [ins.opcode for ins in program.instructions]
+        if len(set(opcodes)) >= 3 and opcodes[0] is Opcode.DMA_COPY:
+            break
+    assert_executors_agree(program, _inputs(program, seed))  # every kernel it uses is loaded now
+    saved = execute_numba.ENTRIES.copy()
+    try:
+        for op in set(opcodes):  # as in a new process: no kernel loaded, the loop stops at each first use
+            execute_numba.ENTRIES[op] = 0
+        assert_executors_agree(program, _inputs(program, seed), "(kernels loaded mid-program) ")
+        assert set(opcodes) <= execute_numba.loaded_opcodes()
+    finally:
+        execute_numba.ENTRIES[:] = saved
+
+
+# Processes started together on a fresh cache compile once: each child imports the simulator, says
+# it is ready, waits until all are, then loads one kernel (MEMSET's, the quickest to compile).
+_RACE_CHILD = r'''
+import json, sys, time
+from pathlib import Path
+from neuronsim.sim import execute_numba
+from neuronsim.sim.ir import Opcode
+
+here, n = Path(sys.argv[1]), int(sys.argv[2])
+(here / f"ready-{sys.argv[3]}").touch()
+while len(list(here.glob("ready-*"))) < n:
+    time.sleep(0.01)
+execute_numba.load_kernel(Opcode.MEMSET)
+kernel = execute_numba.kernel_for(Opcode.MEMSET)
+print(json.dumps({"misses": sum(kernel.stats.cache_misses.values()),
+                  "hits": sum(kernel.stats.cache_hits.values())}))
+'''
+
+
+def test_processes_sharing_a_fresh_cache_compile_a_kernel_once(tmp_path):
+    env = dict(os.environ, NEURON_SIM_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
+    n = 2
+    procs = [subprocess.Popen([sys.executable, "-c", _RACE_CHILD, str(tmp_path), str(n), str(k)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(n)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-4000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    # one compiled the kernel while holding the cache's lock; the other waited, then loaded it
+    assert sorted(r["misses"] for r in results) == [0, 1], results
+    assert [r["hits"] for r in results if r["misses"] == 0] == [1], results
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_a_compile_shows_a_progress_line_on_a_terminal_only(monkeypatch):
+    from neuronsim.sim import _numba_cache
+
+    monkeypatch.setattr(_numba_cache._Progress, "_QUIET_SECONDS", 0.01)
+    for stream, shown in ((_Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        with _numba_cache.compile_lock("memset kernel"):
+            done = threading.Event()
+            done.wait(0.3)  # a compile that takes a while
+        text = stream.getvalue()
+        if shown:
+            assert "compiling the simulator's machine code (memset kernel)" in text
+            assert text.endswith("\r\x1b[K")  # the line is erased when the compile ends
+        else:
+            assert text == ""

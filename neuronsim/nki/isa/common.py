@@ -146,7 +146,11 @@ def emit(
     roles=None,
 ) -> int:
     """Check engine/memory access, update liveness and PSUM accumulation state, record the instruction."""
-    records = current_trace().records
+    trace = current_trace()
+    if trace.pending is not None:  # a deferred result is emitted first, in program order
+        flush, trace.pending = trace.pending, None
+        flush()
+    records = trace.records
     idx = len(records)
     location = caller_location()
     reads = ENGINE_READS[eng]

@@ -46,7 +46,7 @@ ds = DynSlice
 class NKIObject:
     """Base class of kernel dataclasses and configuration objects. Built with keyword arguments
     (``Params(section_idx=0)``) it sets them as attributes, as NKI's ``NKIObject.__init__(**kwargs)``
-    does; a ``@dataclass`` subclass has its own ``__init__``."""
+    does; a ``@dataclass`` subclass has its own ``__init__``, with Python's rules."""
 
     def __init__(self, **kwargs) -> None:
         for name, value in kwargs.items():

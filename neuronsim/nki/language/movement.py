@@ -8,6 +8,7 @@ from neuronsim.nki import isa as _isa
 from neuronsim.nki.language.dtypes import float32, psum
 from neuronsim.nki.language.tensor import NkiTensor, is_tile, new_tile, partition_broadcast, sbuf_operand
 from neuronsim.nki.trace import caller_location, current_trace
+from neuronsim.nki.types import to_sim_dtype
 
 
 def load(src, dtype=None) -> NkiTensor:
@@ -33,9 +34,11 @@ def store(dst, value) -> None:
 def load_transpose2d(src, dtype=None) -> NkiTensor:
     """Load HBM ``src`` [A, B] transposed into a new SBUF tile [B, A] (DMA transpose)."""
     a, b = src.shape
-    out = new_tile((b, a), src.dtype if dtype is None else dtype, "load_transpose2d")
+    out = new_tile((b, a), src.dtype, "load_transpose2d")
     _isa.dma_transpose(out, src)
-    return out
+    if dtype is None or to_sim_dtype(dtype) is src.buf.dtype:
+        return out
+    return copy(out, dtype)  # the DMA transposes without casting: cast on VectorE
 
 
 def copy(x, dtype=None) -> NkiTensor:

@@ -9,6 +9,7 @@ Every ``nl`` creation call and operation returns one, and views of it are NkiTen
 from __future__ import annotations
 
 import builtins
+import threading
 
 import numpy as np
 
@@ -77,8 +78,18 @@ def alloc(shape, dtype, buffer=None, name: str = "", address=None, tag: str = ""
     return NkiTensor.whole(buf)
 
 
+class _ResultHook(threading.local):
+    hook = None  # the legacy API's mask=: results carved out of full-size tiles (legacy/grid.py)
+
+
+result_hook = _ResultHook()
+
+
 def new_tile(shape, dtype, tag: str, buffer=sbuf) -> NkiTensor:
     """The result tile of an ``nl`` operation (SBUF unless ``buffer``), named after the operation."""
+    hook = result_hook.hook
+    if hook is not None:
+        return hook(shape, dtype, tag, buffer)
     return alloc(shape, dtype, buffer, tag=tag)
 
 
@@ -159,6 +170,10 @@ _PY_BINARY = {
 def binary(x, y, op: AluOp, dtype, tag: str):
     """``nl.<tag>(x, y)``: tile op tile (broadcast along the free dims), tile op scalar, or two
     constants computed in Python. A new SBUF tile, on VectorE."""
+    if hasattr(type(y), "nki_materialize"):  # a legacy nisa result used as an operand
+        y = y.nki_materialize()
+    if hasattr(type(x), "nki_materialize"):
+        x = x.nki_materialize()
     xt, yt = is_tile(x), is_tile(y)
     if not xt and not yt:
         fn = _PY_BINARY.get(op)
@@ -216,8 +231,26 @@ def unary_alu(x, op: AluOp, dtype, tag: str, operand=0.0):
     return out
 
 
+def same_view(a, b) -> bool:
+    return (
+        isinstance(a, TensorView)
+        and a.buf is b.buf
+        and a.offset == b.offset
+        and a.dims == b.dims
+        and a.ppair == b.ppair
+    )
+
+
 def assign(dst: TensorView, value) -> None:
     """``dst[...] = value``: a copy (DMA when HBM is involved) or a memset for a constant."""
+    if type(dst) is not NkiTensor and hasattr(type(dst), "nki_assign"):  # legacy grid view
+        dst.nki_assign(value)
+        return
+    if hasattr(type(value), "nki_assign_into"):  # a legacy nisa result: computed into dst
+        value.nki_assign_into(dst)
+        return
+    if same_view(value, dst):  # t[k] += x already wrote t[k] in place
+        return
     if not is_tile(value):
         if dst.on_chip:
             _isa.memset(dst, value)
@@ -271,6 +304,12 @@ class NkiTensor(TensorView):
     __and__ = _operator("bitwise_and", AluOp.bitwise_and)
     __or__ = _operator("bitwise_or", AluOp.bitwise_or)
     __xor__ = _operator("bitwise_xor", AluOp.bitwise_xor)
+
+    def __iadd__(self, other):
+        if hasattr(type(other), "nki_accumulate_into"):  # legacy: psum[...] += nisa.nc_matmul(...)
+            other.nki_accumulate_into(self)
+            return self
+        return binary(self, other, AluOp.add, None, "add")
 
     def __neg__(self):
         return unary_alu(self, AluOp.multiply, None, "negative", -1.0)

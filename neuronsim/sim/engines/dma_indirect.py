@@ -148,7 +148,8 @@ def _encode(ins: Instruction) -> tuple[list[int], list[float]]:
 
 @njit(cache=True)
 def _nb_indirect(row, frow, bases):
-    """Returns 1 when an index is out of bounds under oob_mode=error (nothing written), else 0."""
+    """Sets the executor's status slot (``bases[-1]``) when an index is out of bounds under
+    oob_mode=error, writing nothing."""
     to_dst = row[IMM] == 1
     side = DST if to_dst else SRC0
     other = SRC0 if to_dst else DST
@@ -160,14 +161,15 @@ def _nb_indirect(row, frow, bases):
     for k in range(count):
         ok[k] = first + idx[k] * stride >= 0 and last + idx[k] * stride < n
         if not ok[k] and not skip:
-            return 1
+            bases[bases.size - 1] = 1
+            return
     item = ITEMSIZE[row[side + F_DTYPE]]
     moved = row.copy()
     if not vector:
         if ok[0]:
             moved[side + F_START] = row[side + F_START] + idx[0] * stride * item
             _nb_copy(moved, frow, bases)
-        return 0
+        return
     moved[side + F_PARTS] = 1
     moved[other + F_PARTS] = 1
     for p in range(count):
@@ -175,7 +177,6 @@ def _nb_indirect(row, frow, bases):
             moved[side + F_START] = row[side + F_START] + idx[p] * stride * item
             moved[other + F_START] = row[other + F_START] + p * row[other + F_PITCH]
             _nb_copy(moved, frow, bases)
-    return 0
 
 
 OPS = [OpDef(Opcode.DMA_COPY_INDIRECT, _check, _no_cycles, _ref, _encode, _nb_indirect)]

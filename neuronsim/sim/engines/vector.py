@@ -186,20 +186,15 @@ def _require_float(ins: Instruction, name: str, default=None) -> float:
 
 
 def _require_free_limit(ins: Instruction, chip: ChipSpec) -> None:
-    """S9: an operand covers up to ``vector_free_max_sbuf`` elements per partition of SBUF and
-    ``vector_free_max_psum`` of PSUM (4K fp32: one partition of PSUM). A PSUM operand broadcast
-    along a dim (step 0) covers fewer elements than it streams, and AWS's own kernels stream more
-    than 4K from such a view (nki-library's layernorm_tkg subtracts a mean broadcast over 12288)."""
-    for ap, _ in ins.accesses():
-        if ap.memory is Memory.PSUM:
-            limit, key = chip.vector_free_max_psum, "vector_free_max_psum"
-            free = 1
-            for step, num in ap.free_dims:
-                free *= num if step else 1
-        else:
-            limit, key, free = chip.vector_free_max_sbuf, "vector_free_max_sbuf", ap.free_size
-        require(free <= limit, ins, f"has {free} elements per partition of {ap.memory.name} in "
-                f"{ap.describe()}; the limit is {limit} ({key})")
+    """S9: up to ``vector_free_max_sbuf`` elements per partition, ``vector_free_max_psum`` when any
+    operand is in PSUM (the common rule of the compute ops, S16)."""
+    aps = [ap for ap, _ in ins.accesses()]
+    psum = any(ap.memory is Memory.PSUM for ap in aps)
+    limit, key = ((chip.vector_free_max_psum, "vector_free_max_psum") if psum else
+                  (chip.vector_free_max_sbuf, "vector_free_max_sbuf"))
+    free = max(ap.free_size for ap in aps)
+    require(free <= limit, ins, f"has {free} elements per partition; the limit is {limit} ({key}"
+            f"{', an operand is in PSUM' if psum else ''})")
 
 
 def _require_not_both_psum(ins: Instruction, a: AccessPattern, b: AccessPattern, what: str) -> None:

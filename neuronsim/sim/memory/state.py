@@ -86,7 +86,7 @@ class CoreMemory:
                        hbm: dict[int, np.ndarray]) -> np.ndarray:
         """The Numba executor's base address of every tensor of ``program``: on-chip tensors from the
         placement, HBM tensors from ``hbm`` (by tensor id; 0 for any the caller fills in per call)."""
-        bases = np.zeros(len(program.tensors), dtype=np.int64)
+        bases = np.zeros(len(program.tensors) + 1, dtype=np.int64)  # + the executor's status slot
         for t in program.tensors:
             if t.memory is not Memory.HBM:
                 bases[t.id] = self.on_chip_address(t, placement)
