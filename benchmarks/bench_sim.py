@@ -18,7 +18,7 @@ import numpy as np
 from neuronsim import sim
 from neuronsim.sim import AluOp, Opcode, ProgramBuilder
 from neuronsim.sim.chips import get_chip
-from neuronsim.sim.schedule import schedule_arrays, schedule_inputs
+from neuronsim.sim.schedule import run_schedule, schedule_inputs
 
 
 def vector_program(n_instructions: int, free: int) -> sim.Program:
@@ -70,10 +70,7 @@ def bench_scheduler() -> None:
     t_inputs = time.perf_counter() - t0
 
     def core():
-        schedule_arrays(inp.track, inp.cycles, inp.fixed_ns, inp.dma_first, inp.dma_count, inp.acc_ptr,
-                        inp.acc, inp.clock_ghz, 21, chip.dma_engines, 2 + len(program.tensors),
-                        chip.tensor_throttle_start_fraction, chip.tensor_throttle_ramp_ns,
-                        chip.tensor_throttle_idle_reset_ns)
+        run_schedule(inp, 21, 2 + len(program.tensors))
     core()
     t_core = best_of(core)
     n = len(program.instructions)

@@ -36,7 +36,7 @@ def chip_info(spec) -> dict:
 @chip_option
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 def info(chip: str, as_json: bool) -> int:
-    """Show a chip's numbers: value, status (published / derived / assumed) and source."""
+    """Show a chip's numbers: value, status (published / derived / fitted / assumed) and source."""
     from neuronsim.errors import ChipSpecError
     from neuronsim.sim.chips import get_chip
 
@@ -56,7 +56,8 @@ def info(chip: str, as_json: bool) -> int:
     )
     for col, style in (("key", "bold"), ("value", None), ("status", None), ("source", "dim")):
         table.add_column(col, style=style, overflow="fold")
-    colours = {"published": "green", "derived": "cyan", "assumed": "yellow", "computed": "blue"}
+    colours = {"published": "green", "derived": "cyan", "fitted": "magenta", "assumed": "yellow",
+               "computed": "blue"}
     for section in ("values", "derived"):
         for key, v in data[section].items():
             status = v["status"]

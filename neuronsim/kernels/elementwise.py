@@ -13,7 +13,13 @@ stores it. The chains use the engines as the hardware does:
   ATen-CPU's opmath does for the 16-bit types; intermediates of a chain stay fp32.
 - int32: exact integer arithmetic, min/max, comparisons and logic on GpSimd (``tensor_tensor`` with
   every tile int32; a scalar operand is a memset int32 tile). Bit operators run on VectorE on any
-  integer dtype (bool, int8, uint8, int16, int32). int64 has no NeuronCore dtype: it falls back.
+  integer dtype (bool, int8, uint8, int16, int32).
+- int64 has no NeuronCore dtype: under the device's 64-bit policy it computes in 32 bits, as the
+  host does when it narrows (``device/dtype_policy.py``). An int64 operand is its (low, high) int32
+  words (``bridge.py``): the tile loop reads the low words — the int32 the host's narrowing gives —
+  and writes an int64 result as the int32 result and its sign (``>> 31`` on VectorE), the host's
+  widening back. So int64 ops run the int32 chains, with the host's semantics bit for bit (a scalar
+  outside int32 falls back).
 
 A signature whose semantics a chain does not reproduce (an rounding mode, an int alpha on floats,
 mixed integer widths, ...) gets ``None`` from its planner and runs on the host.
@@ -43,7 +49,9 @@ from neuronsim.kernels.elementwise_chains import (
     int_binary,
     int_clamp,
     int_unary,
+    hardtanh_backward,
     leaky_relu,
+    leaky_relu_backward,
     mish,
     sigmoid_backward,
     sign,
@@ -61,14 +69,20 @@ A = AluOp
 F32 = nl.float32
 SMALL_INTS = (torch.bool, torch.int8, torch.uint8, torch.int16)  # exact as fp32
 BIT_DTYPES = (*SMALL_INTS, torch.int32)
+INT32 = (torch.int32, torch.int64)  # computed as int32 on GpSimd (int64: the 64-bit policy)
+INTEGERS = (*BIT_DTYPES, torch.int64)
 
 
 # ---------------------------------------------------------------- the kernel and its tile loop
 
 
-def tile_loop(out, ins, compute):
-    """For every tile: load ``ins`` (broadcast to ``out``), ``compute(dst, *loaded)``, store."""
-    views = [out, *(v.broadcast_to(out.shape) for v in ins)]
+def tile_loop(out, ins, compute, wide=()):
+    """For every tile: load ``ins`` (broadcast to ``out``), ``compute(dst, *loaded)``, store.
+    ``wide[k]``: view ``k`` (``out`` first) is an int64 tensor's words (see the module doc)."""
+    wide = tuple(wide) or (False,) * (1 + len(ins))
+    target = low_words(out) if wide[0] else out
+    views = [target, *((low_words(v) if w else v).broadcast_to(target.shape)
+                       for v, w in zip(ins, wide[1:], strict=True))]
     tiles = elementwise_tiles(views)
     for i in nl.affine_range(len(tiles)):
         tile = tiles[i]
@@ -78,14 +92,28 @@ def tile_loop(out, ins, compute):
             t = nl.ndarray(shape, dtype=v.dtype, buffer=nl.sbuf)
             nisa.dma_copy(dst=t, src=tile.of(k, v))
             loaded.append(t)
-        result = nl.ndarray(shape, dtype=out.dtype, buffer=nl.sbuf)
+        result = nl.ndarray(shape, dtype=target.dtype, buffer=nl.sbuf)
         compute(result, *loaded)
-        nisa.dma_copy(dst=tile.of(0, out), src=result)
+        nisa.dma_copy(dst=tile.of(0, target), src=result)
+        if wide[0]:
+            sign = nl.ndarray(shape, dtype=nl.int32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=sign, data=result, op0=A.right_shift, operand0=31,
+                               engine=nisa.vector_engine)
+            nisa.dma_copy(dst=tile.of(0, high_words(out)), src=sign)
 
 
-def elementwise(out, *ins, compute, params):
+def low_words(view):
+    """The low int32 words of an int64 operand's HBM view (shape ``[..., 2]``, little-endian)."""
+    return view.ap([list(d) for d in view.dims[:-1]] or [[1, 1]], offset=view.offset)
+
+
+def high_words(view):
+    return view.ap([list(d) for d in view.dims[:-1]] or [[1, 1]], offset=view.offset + 1)
+
+
+def elementwise(out, *ins, compute, params, wide=()):
     """The element-wise kernel: ``compute(dst_tile, *input_tiles, **params)`` per tile."""
-    tile_loop(out, list(ins), lambda dst, *xs: compute(dst, *xs, **params))
+    tile_loop(out, list(ins), lambda dst, *xs: compute(dst, *xs, **params), wide)
 
 
 # ---------------------------------------------------------------- planner helpers
@@ -125,7 +153,17 @@ def _int32(v) -> bool:
 
 def _launch(call: Call, compute, n_inputs: int | None = None, **params) -> Launch:
     n = len(call.inputs) if n_inputs is None else n_inputs
-    return Launch(elementwise, (OUT(0), *(IN(i) for i in range(n))), {"compute": compute, "params": params})
+    return launch_on(call, (OUT(0), *(IN(i) for i in range(n))), compute, **params)
+
+
+def launch_on(call: Call, operands, compute, **params) -> Launch:
+    """The element-wise kernel on ``operands`` (the output first), its int64 operands marked wide."""
+    tensors = [(call.outputs if r.role == "out" else call.inputs)[r.index] for r in operands]
+    statics = {"compute": compute, "params": params}
+    wide = tuple(t.dtype is torch.int64 for t in tensors)
+    if any(wide):
+        statics["wide"] = wide
+    return Launch(elementwise, tuple(operands), statics, int64_in_32_bits=any(wide))
 
 
 def op_names(bases, overloads=("default",), inplace=True) -> list[str]:
@@ -248,7 +286,7 @@ def plan_clamp_scalar(call: Call) -> Launch | None:
         lo, hi = (v, None) if base == "clamp_min" else (None, v)
     if len(call.inputs) != 1 or (base == "hardtanh" and (lo is None or hi is None)):
         return None
-    if _all(call, (torch.int32,)) and all(v is None or _int32(v) for v in (lo, hi)):
+    if _all(call, INT32) and all(v is None or _int32(v) for v in (lo, hi)):
         return _launch(call, int_clamp, lo=lo, hi=hi)
     if not _floats(call):
         return None
@@ -287,7 +325,8 @@ _BACKWARD = {
 
 
 @native("aten::sigmoid_backward.default", "aten::tanh_backward.default", "aten::silu_backward.default",
-        "aten::gelu_backward.default", "aten::threshold_backward.default")
+        "aten::gelu_backward.default", "aten::threshold_backward.default", "aten::leaky_relu_backward.default",
+        "aten::hardtanh_backward.default")
 def plan_backward(call: Call) -> Launch | None:
     if not _floats(call) or len(call.inputs) != 2:
         return None
@@ -301,6 +340,15 @@ def plan_backward(call: Call) -> Launch | None:
         if th is None:
             return None
         return _launch(call, threshold_backward, th=_as_dtype(th, call.inputs[1].dtype))
+    if base == "leaky_relu_backward":
+        slope = _scalar(call.arg(2, "negative_slope"))
+        return None if slope is None else _launch(call, leaky_relu_backward, slope=float(slope))
+    if base == "hardtanh_backward":
+        lo, hi = _scalar(call.arg(2, "min_val")), _scalar(call.arg(3, "max_val"))
+        if lo is None or hi is None:
+            return None
+        dtype = call.inputs[1].dtype
+        return _launch(call, hardtanh_backward, lo=_as_dtype(lo, dtype), hi=_as_dtype(hi, dtype))
     return _launch(call, _BACKWARD[base])
 
 
@@ -343,7 +391,7 @@ def plan_arith(call: Call) -> Launch | None:
         return None
     if alpha is None or (base == "div" and call.kwargs.get("rounding_mode") is not None):
         return None
-    if _all(call, (torch.int32,)):
+    if _all(call, INT32):
         return _plan_int_arith(call, base, op, tensor, value, alpha)
     if not _floats(call):
         return None
@@ -353,9 +401,8 @@ def plan_arith(call: Call) -> Launch | None:
             op, alpha = (A.subtract, 1.0) if alpha == 1.0 else (A.add, -alpha)
         if base == "rsub":  # other - alpha * self
             if alpha == 1.0:
-                return Launch(elementwise, (OUT(0), IN(1), IN(0)), {"compute": alu2, "params": {"op": op}})
-            return Launch(elementwise, (OUT(0), IN(1), IN(0)),
-                          {"compute": _rsub_alpha, "params": {"alpha": alpha}})
+                return launch_on(call, (OUT(0), IN(1), IN(0)), alu2, op=op)
+            return launch_on(call, (OUT(0), IN(1), IN(0)), _rsub_alpha, alpha=alpha)
         return _launch(call, alu2, op=op, alpha=alpha)
     value = float(value)
     if base in ("add", "sub"):  # a +- alpha * s: one add of a constant
@@ -373,10 +420,10 @@ def _plan_int_arith(call, base, op, tensor, value, alpha) -> Launch | None:
     if base not in _INT_EXACT or not _int32(alpha) or (value is not None and not _int32(value)):
         return None
     if base == "rsub":
-        if tensor is None:  # s - alpha * a: a * -alpha, + s
-            return None
-        return Launch(elementwise, (OUT(0), IN(1), IN(0)),
-                      {"compute": int_binary, "params": {"op": A.subtract, "alpha": alpha}})
+        if tensor is None:  # s - a (an int alpha other than 1 would need one more instruction)
+            return _launch(call, int_unary, n_inputs=1, op=A.subtract, value=value, reverse=True) \
+                if alpha == 1 else None
+        return launch_on(call, (OUT(0), IN(1), IN(0)), int_binary, op=A.subtract, alpha=alpha)
     if tensor is None:
         if alpha != 1:
             return None
@@ -393,10 +440,10 @@ def plan_compare(call: Call) -> Launch | None:
         return None
     dtypes = {t.dtype for t in call.inputs}
     out = call.outputs[0].dtype
-    if dtypes == {torch.int32} and out in (torch.int32, torch.bool) and (value is None or _int32(value)):
+    if dtypes <= set(INT32) and out in (*INT32, torch.bool) and (value is None or _int32(value)):
         return _launch(call, int_binary, op=op, value=value)
     # fp32 path: exact for floats and small ints; logic only asks "nonzero", which fp32 keeps for int32.
-    exact = dtypes <= {*FLOAT_DTYPES, *SMALL_INTS} or (op in _LOGICAL.values() and torch.int32 in dtypes)
+    exact = dtypes <= {*FLOAT_DTYPES, *SMALL_INTS} or (op in _LOGICAL.values() and bool(dtypes & set(INT32)))
     if not exact or (out not in FLOAT_DTYPES and out is not torch.bool):
         return None
     if tensor is not None:
@@ -415,7 +462,7 @@ def plan_compare(call: Call) -> Launch | None:
 
 @native("aten::logical_not.default", "aten::logical_not_.default")
 def plan_logical_not(call: Call) -> Launch | None:
-    if not _all(call, (*FLOAT_DTYPES, *BIT_DTYPES)):
+    if not _all(call, (*FLOAT_DTYPES, *INTEGERS)):
         return None
     return _launch(call, alu, op0=A.equal, v0=0.0)
 
@@ -424,7 +471,7 @@ def plan_logical_not(call: Call) -> Launch | None:
 def plan_bitwise(call: Call) -> Launch | None:
     op = _BITWISE[_base(call).rstrip("_")]
     tensor, value = _other(call)
-    if len({t.dtype for t in (*call.inputs, *call.outputs)}) != 1 or not _all(call, BIT_DTYPES):
+    if not _all(call, INTEGERS) or not _same_width(call):
         return None
     if tensor is not None:
         return _launch(call, bits, op=op)
@@ -435,7 +482,7 @@ def plan_bitwise(call: Call) -> Launch | None:
 
 @native("aten::bitwise_not.default", "aten::bitwise_not_.default")
 def plan_bitwise_not(call: Call) -> Launch | None:
-    if len({t.dtype for t in (*call.inputs, *call.outputs)}) != 1 or not _all(call, BIT_DTYPES):
+    if len({t.dtype for t in (*call.inputs, *call.outputs)}) != 1 or not _all(call, INTEGERS):
         return None
     if call.inputs[0].dtype is torch.bool:  # ~True is False: xor with 1 on the one-bit type
         return _launch(call, bits, op=A.bitwise_xor, value=1)
@@ -445,7 +492,7 @@ def plan_bitwise_not(call: Call) -> Launch | None:
 @native("aten::neg.default", "aten::neg_.default", "aten::abs.default", "aten::abs_.default")
 def plan_neg_abs(call: Call) -> Launch | None:
     base = _base(call).rstrip("_")
-    if _all(call, (torch.int32,)):
+    if _all(call, INT32):
         if base == "neg":
             return _launch(call, int_unary, op=A.subtract, value=0, reverse=True)
         return _launch(call, int_unary, op=A.abs_max, value=0)
@@ -459,7 +506,7 @@ def plan_neg_abs(call: Call) -> Launch | None:
 def plan_fill(call: Call) -> Launch | None:
     value = 0 if _base(call) == "zero_" else _scalar(call.arg(1, "value"))
     dtype = call.inputs[0].dtype
-    if value is None or dtype not in (*FLOAT_DTYPES, *BIT_DTYPES):
+    if value is None or dtype not in (*FLOAT_DTYPES, *INTEGERS):
         return None
     if dtype is torch.bool:
         value = float(value != 0)
@@ -468,7 +515,26 @@ def plan_fill(call: Call) -> Launch | None:
                 _as_dtype(value, torch.float32), dtype):
             return None  # memset rounds through fp32: a double rounding ATen does not do
     else:
-        info = torch.iinfo(dtype)
+        info = torch.iinfo(torch.int32 if dtype is torch.int64 else dtype)  # int64: its low words
+        if isinstance(value, float) and value.is_integer():  # torch.ones(dtype=torch.long) fills 1.0
+            value = int(value)
         if not isinstance(value, int) or not info.min <= value <= info.max:
             return None
     return _launch(call, fill, n_inputs=0, value=float(value))
+
+
+def _same_width(call: Call) -> bool:
+    """One integer dtype, or bool operands with an int32/int64 result (``ids & mask``: bool is 0/1 in
+    any width, so the result's low word is the int32 operator's)."""
+    dtypes = {t.dtype for t in (*call.inputs, *call.outputs)}
+    return len(dtypes) == 1 or (dtypes - {torch.bool} <= set(INT32) and call.outputs[0].dtype in INT32)
+
+
+@native("aten::isneginf.default", "aten::isposinf.default")
+def plan_isinf_signed(call: Call) -> Launch | None:
+    """``x == -inf`` / ``x == inf`` (transformers' masks test for ``-inf``); integers are never
+    infinite, so those stay the host's trivial answer."""
+    if call.inputs[0].dtype not in FLOAT_DTYPES or call.outputs[0].dtype is not torch.bool:
+        return None
+    inf = -math.inf if _base(call) == "isneginf" else math.inf
+    return _launch(call, alu, op0=A.equal, v0=inf)

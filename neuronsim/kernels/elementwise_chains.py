@@ -103,6 +103,24 @@ def threshold_backward(dst, grad, x, th):  # x <= th ? 0 : grad
     nisa.tensor_copy_predicated(dst=dst, src=0.0, predicate=pred)
 
 
+def leaky_relu_backward(dst, grad, x, slope):  # x > 0 ? grad : grad * slope (NaN x: the product)
+    pos = _tmp(x, nl.uint8)
+    alu(pos, x, A.greater, 0.0)
+    alu(dst, grad, A.multiply, slope)  # rounded once, as ATen's product
+    nisa.tensor_copy_predicated(dst=dst, src=grad, predicate=pos)
+
+
+def hardtanh_backward(dst, grad, x, lo, hi):
+    """``lo < x < hi ? grad : 0``: ATen-CPU's vectorized form (NaN x gives 0; its scalar tail differs)."""
+    keep, high = _tmp(x, nl.uint8), _tmp(x, nl.uint8)
+    alu(keep, x, A.greater, lo)
+    alu(high, x, A.less, hi)
+    alu2(keep, keep, high, A.logical_and)
+    alu(keep, keep, A.equal, 0.0)
+    nisa.tensor_copy(dst=dst, src=grad)
+    nisa.tensor_copy_predicated(dst=dst, src=0.0, predicate=keep)
+
+
 def sigmoid_backward(dst, grad, y):  # grad * (1 - y) * y
     t = _tmp(y)
     nisa.scalar_tensor_tensor(dst=t, data=y, op0=A.subtract, operand0=1.0, reverse0=True, op1=A.multiply,

@@ -38,7 +38,7 @@ import torch
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels.bridge import FLOAT_DTYPES
-from neuronsim.kernels.elementwise import BIT_DTYPES, _as_dtype, _scalar, elementwise
+from neuronsim.kernels.elementwise import BIT_DTYPES, _as_dtype, _scalar, launch_on
 from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, native
 from neuronsim.kernels.softmax import row_tiles
 from neuronsim.kernels.tiling import PARTITIONS, coalesce
@@ -349,7 +349,7 @@ def _constant(value, dtype: torch.dtype) -> float | None:
     if dtype in FLOAT_DTYPES:
         v = _as_dtype(float(value), dtype)
         return v if _as_dtype(_as_dtype(float(value), torch.float32), dtype) == v or math.isnan(v) else None
-    info = torch.iinfo(dtype)
+    info = torch.iinfo(torch.int32 if dtype is torch.int64 else dtype)  # int64: its low words
     return float(value) if isinstance(value, int) and info.min <= value <= info.max else None
 
 
@@ -357,7 +357,7 @@ def _dtypes_ok(out_dtype, *dtypes) -> bool:
     """Floats mix (the engines convert through fp32); integers only as the output's own dtype."""
     if out_dtype in FLOAT_DTYPES:
         return all(d in FLOAT_DTYPES or d is out_dtype for d in dtypes)
-    return out_dtype in BIT_DTYPES and all(d is out_dtype for d in dtypes)
+    return out_dtype in (*BIT_DTYPES, torch.int64) and all(d is out_dtype for d in dtypes)
 
 
 def _position(call: Call, t) -> int | None:
@@ -375,14 +375,12 @@ def plan_masked_fill(call: Call) -> Launch | None:
     if isinstance(value, Tensor) and not value.is_cpu:  # a device scalar: a third, broadcast, input
         if value.dim() != 0 or not _dtypes_ok(out.dtype, value.dtype):
             return None
-        return Launch(elementwise, (OUT(0), IN(ix), IN(im), IN(_position(call, value))),
-                      {"compute": _fill_from_tensor, "params": {}})
+        return launch_on(call, (OUT(0), IN(ix), IN(im), IN(_position(call, value))), _fill_from_tensor)
     const = _scalar(value)
     const = None if const is None else _constant(const, out.dtype)
     if const is None:
         return None
-    return Launch(elementwise, (OUT(0), IN(ix), IN(im)),
-                  {"compute": _fill_constant, "params": {"value": const}})
+    return launch_on(call, (OUT(0), IN(ix), IN(im)), _fill_constant, value=const)
 
 
 def _fill_constant(dst, x, mask, value):
@@ -413,4 +411,4 @@ def plan_where(call: Call) -> Launch | None:
             return None
     if len(consts) == 2 or not _dtypes_ok(out.dtype, *dtypes):
         return None
-    return Launch(elementwise, tuple(operands), {"compute": select, "params": consts})
+    return launch_on(call, tuple(operands), select, **consts)

@@ -59,9 +59,30 @@ def _chunks(n: int, step: int) -> list[tuple[int, int]]:
     return [(i, min(step, n - i)) for i in range(0, n, step)]
 
 
-def _rows(view, r0: int, p: int, n: int):
-    """Rows ``r0 .. r0+p`` of a contiguous ``[rows, n]`` HBM view, as a ``[p, n]`` pattern."""
-    return view.ap([[n, p], [1, n]], offset=view.offset + r0 * n)
+def _rows(view, r0: int, p: int, n: int, strides: tuple[int, int] | None = None):
+    """Rows ``r0 .. r0+p`` of a ``[rows, n]`` HBM view, as a ``[p, n]`` pattern: contiguous, or with
+    ``strides`` (row, column) — a broadcast gradient (``y.sum().backward()``) has both 0."""
+    rs, cs = strides or (n, 1)
+    return view.ap([[rs, p], [cs, n]], offset=view.offset + r0 * rs)
+
+
+def flat_strides(t, n: int) -> tuple[int, int] | None:
+    """``(row stride, column stride)`` of ``t`` seen as ``[rows, n]`` (its leading dims and its last
+    dims each collapse to one stride), or None if they do not collapse."""
+    k = next((i for i in range(t.dim() + 1) if math.prod(t.shape[i:]) == n), None)
+    if k is None:
+        return None
+
+    def collapse(dims) -> int | None:
+        dims = [(s, st) for s, st in dims if s != 1]
+        for (_, outer), (size, inner) in zip(dims, dims[1:], strict=False):
+            if outer != inner * size:
+                return None
+        return dims[-1][1] if dims else 0
+
+    rows = collapse(zip(t.shape[:k], t.stride()[:k], strict=True))
+    cols = collapse(zip(t.shape[k:], t.stride()[k:], strict=True))
+    return None if rows is None or cols is None else (rows, cols)
 
 
 def _per_row(view, r0: int, p: int):
@@ -195,7 +216,7 @@ def _store_columns(dst, acc, n: int):
                       src=t[:tail, full:full + 1])
 
 
-def layer_norm_backward(*views, rows, n, has_w, want):
+def layer_norm_backward(*views, rows, n, has_w, want, dy_strides):
     P = nl.tile_size.pmax  # rows per tile: the partitions
     views = list(views)
     outs = {k: views.pop(0) for k in ("dx", "dw", "db") if want[k]}
@@ -209,7 +230,7 @@ def layer_norm_backward(*views, rows, n, has_w, want):
         xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
         dyt = nl.ndarray((p, n), dtype=dy.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=xt, src=_rows(x, r0, p, n))
-        nisa.dma_copy(dst=dyt, src=_rows(dy, r0, p, n))
+        nisa.dma_copy(dst=dyt, src=_rows(dy, r0, p, n, dy_strides))
         mt = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
         rs = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
         nisa.dma_copy(dst=mt, src=_per_row(mean, r0, p))
@@ -280,9 +301,10 @@ def plan_layer_norm_backward(call: Call) -> Launch | None:
     # Only the results the mask asks for are tensors; the registry passes those, in order.
     if len(call.outputs) != sum(want.values()) or not any(want.values()):
         return None
+    dy_strides = flat_strides(dy, n) if 0 < n and dy.shape == x.shape else None
     if (
-        x.dtype not in FLOAT_DTYPES or dy.dtype != x.dtype or dy.shape != x.shape
-        or not (x.is_contiguous() and dy.is_contiguous()) or not 0 < n <= N_MAX
+        x.dtype not in FLOAT_DTYPES or dy.dtype != x.dtype or dy_strides is None
+        or not x.is_contiguous() or not 0 < n <= N_MAX
         or not _affine_ok(w, x, n) or (b is not None and b.dtype != x.dtype)
         or any(t.dtype not in FLOAT_DTYPES or t.numel() != rows or not t.is_contiguous()
                for t in (mean, rstd))
@@ -292,8 +314,13 @@ def plan_layer_norm_backward(call: Call) -> Launch | None:
         return None
     operands = (*(OUT(i) for i in range(len(call.outputs))),
                 *(IN(_position(call, t)) for t in (dy, x, mean, rstd, w) if t is not None))
-    return Launch(layer_norm_backward, operands, {"rows": rows, "n": n, "has_w": w is not None, "want": want},
-                  flops=float(rows * n * 12))
+    # No bias (nanoGPT's LayerNorm) or no affine: the meta kernel's results have Nones where the
+    # mask is False; ``result`` puts the kernel's outputs in their places.
+    complete = all(want.values())
+    return Launch(layer_norm_backward, operands,
+                  {"rows": rows, "n": n, "has_w": w is not None, "want": want, "dy_strides": dy_strides},
+                  flops=float(rows * n * 12),
+                  result=None if complete else lambda outs: _masked(outs, want, ("dx", "dw", "db")))
 
 
 # ---------------------------------------------------------------- RMSNorm
@@ -461,9 +488,9 @@ def plan_rms_norm_backward(call: Call) -> Launch | None:
     return Launch(rms_norm_backward, (*(OUT(i) for i in range(len(call.outputs))),
                                       *(IN(_position(call, t)) for t in ins)),
                   {"rows": x.numel() // n, "n": n, "has_w": w is not None, "want": want},
-                  flops=float(x.numel() * 8), result=lambda outs: _masked(outs, want))
+                  flops=float(x.numel() * 8), result=lambda outs: _masked(outs, want, ("dx", "dw")))
 
 
-def _masked(outs, want) -> tuple:
+def _masked(outs, want, keys) -> tuple:
     it = iter(outs)
-    return tuple(next(it) if want[k] else None for k in ("dx", "dw"))
+    return tuple(next(it) if want[k] else None for k in keys)

@@ -25,9 +25,10 @@ spread layouts only; a reduction over an outer dim then walks its reduced elemen
 Everything accumulates in fp32 and rounds once on the final write (bf16 in, bf16 out, like ATen's opmath).
 
 Covered: float32 / bfloat16 / float16 inputs and outputs (``dtype=`` among those), any dims,
-negative dims, keepdim, non-contiguous and expanded inputs. Not covered (they fall back): integer
-inputs (ATen's sums of integers are int64, and VectorE's fp32 max is not exact past 2^24). The ops
-with int64 index outputs (``max.dim``, ``min.dim``, ``argmax``, ``argmin``) are ``argreduce.py``'s.
+negative dims, keepdim, non-contiguous and expanded inputs. Integer and bool inputs of sum and
+max/min (VectorE's fp32 is not exact past 2^24) fold on GpSimd's integer ALU instead:
+``int_reduction.py``. The ops with int64 index outputs (``max.dim``, ``min.dim``, ``argmax``,
+``argmin``) are ``argreduce.py``'s.
 ``linalg_vector_norm`` covers ord 2, 1, inf and -inf.
 """
 
@@ -431,6 +432,8 @@ def _launch(call: Call, dims, keepdim, red: Reduction) -> Launch | None:
 def plan_sum(call: Call) -> Launch | None:
     x = call.inputs[0]
     mean = call.op._schema.name == "aten::mean"
+    if not mean and x.dtype not in FLOAT_DTYPES:
+        return _integers(call, _dims(call.arg(1, "dim"), x.dim()), call.arg(2, "keepdim", False), A.add)
     return _launch(call, _dims(call.arg(1, "dim"), x.dim()), call.arg(2, "keepdim", False),
                    Reduction(A.add, mean=mean))
 
@@ -441,9 +444,19 @@ def plan_extreme(call: Call) -> Launch | None:
     x = call.inputs[0]
     base = call.op._schema.name.removeprefix("aten::")
     op = {"amax": A.maximum, "max": A.maximum, "amin": A.minimum, "min": A.minimum, "prod": A.multiply}[base]
-    if call.op._overloadname == "default" and base != "amax" and base != "amin":
-        return _launch(call, _dims(None, x.dim()), False, Reduction(op))
-    return _launch(call, _dims(call.arg(1, "dim", []), x.dim()), call.arg(2, "keepdim", False), Reduction(op))
+    whole = call.op._overloadname == "default" and base != "amax" and base != "amin"
+    dims = _dims(None if whole else call.arg(1, "dim", []), x.dim())
+    keepdim = False if whole else call.arg(2, "keepdim", False)
+    if x.dtype not in FLOAT_DTYPES:
+        return None if base == "prod" else _integers(call, dims, keepdim, op)
+    return _launch(call, dims, keepdim, Reduction(op))
+
+
+def _integers(call: Call, dims, keepdim, op) -> Launch | None:
+    """Integer and bool inputs fold exactly on GpSimd (``int_reduction.py``)."""
+    from neuronsim.kernels.int_reduction import plan_int_reduction  # (it builds on this module)
+
+    return plan_int_reduction(call, dims, bool(keepdim), op)
 
 
 @native("aten::var.correction", "aten::std.correction", "aten::var_mean.correction")

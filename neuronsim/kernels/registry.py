@@ -72,6 +72,10 @@ class Launch:
     # Fresh outputs of another dtype than ATen's meta kernel gives (same sizes and strides):
     # ``native_layer_norm``'s 16-bit mean/rstd, which ATen-CPU returns in the input's dtype.
     output_dtypes: tuple[torch.dtype, ...] | None = None
+    # The kernel computes int64 values in 32 bits, as the device's 64-bit policy says
+    # (``device/dtype_policy.py``); with the policy off (``cast_64bit=False``) the call runs on the
+    # host in 64 bits. Exact int64 kernels (copies, casts of values that fit, cat) leave it False.
+    int64_in_32_bits: bool = False
 
 
 @dataclass

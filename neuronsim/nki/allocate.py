@@ -11,8 +11,9 @@ Tiles created inside ``affine_range`` loops rotate over ``degree`` buffers (mult
 buffer of iteration ``j`` is held until iteration ``j + degree - 1`` has started, so consecutive
 iterations get different bytes and overlap on the engines. The degree starts at
 :data:`MAX_ROTATION` and is lowered, separately for SBUF and PSUM, until everything fits; with no
-rotation left, a kernel that still does not fit raises a capacity error naming the tensor that
-could not be placed, its size, the limit, what was live, and the kernel line that allocated it.
+rotation left, SBUF tiles are split, reloaded and spilled as the compiler does (``spill.py``);
+a kernel that still does not fit raises a capacity error naming the tensor that could not be
+placed, its size, the limit, what was live, and the kernel line that allocated it.
 
 PSUM is allocated in whole 2 KiB banks (an accumulation group lives in one bank, S9); SBUF in
 :data:`SBUF_ALIGN_BYTES` steps.
@@ -25,6 +26,7 @@ import heapq
 
 from neuronsim.errors import PsumCapacityError, SbufCapacityError
 from neuronsim.nki.buffer import Buffer
+from neuronsim.nki.spill import SpillFailure, fit_by_splitting
 from neuronsim.nki.trace import Trace
 from neuronsim.sim.ir import Memory
 
@@ -41,10 +43,11 @@ class _Failure:
         self.live = live
 
 
-def allocate(trace: Trace) -> dict[Memory, int]:
-    """Set ``address`` on every on-chip root buffer the trace uses; return the rotation degree used."""
+def allocate(trace: Trace) -> dict:
+    """Set ``address`` on every on-chip root buffer the trace uses; return the rotation degree used
+    per memory, and under ``"sbuf_reloads"`` how many reloads fitting SBUF took (if it took any)."""
     degrees = {}
-    for memory in (Memory.SBUF, Memory.PSUM):
+    for memory in (Memory.PSUM, Memory.SBUF):  # SBUF last: fitting it may insert records
         bufs = [b for b in trace.buffers if b.memory is memory and b.alias_of is None and b.first >= 0]
         if not bufs:
             degrees[memory] = 0
@@ -61,7 +64,15 @@ def allocate(trace: Trace) -> dict[Memory, int]:
                 degrees[memory] = degree
                 break
         else:
-            raise _capacity_error(memory, failure, capacity, unit, chip)
+            if memory is not Memory.SBUF or any(b.pinned for b in bufs):
+                raise _capacity_error(memory, failure, capacity, unit, chip)
+            try:
+                degrees["sbuf_reloads"] = fit_by_splitting(trace, bufs, unit, capacity)
+            except SpillFailure as f:
+                busy = sorted(f.live, key=lambda a: a[0])
+                raise _capacity_error(memory, _Failure(f.buf, f.size, _largest_gap(busy, capacity), busy),
+                                      capacity, unit, chip) from None
+            degrees[memory] = 1
     for b in trace.buffers:
         if b.alias_of is not None and b.alias_of.address is not None:
             b.address = b.alias_of.address

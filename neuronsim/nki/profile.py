@@ -20,12 +20,14 @@ from neuronsim.profiler import session
 from neuronsim.profiler.events import KernelRun, PlacedRun
 from neuronsim.profiler.summary import ENGINES, kernel_summary, merge_summaries
 from neuronsim.sim.ir import Engine
-from neuronsim.sim.schedule import DMA_TRACK0
+from neuronsim.sim.schedule import DMA_TRACK0, PRE_EVENT_NAMES
 
 
 @dataclass(frozen=True)
 class TimelineEntry:
-    """One instruction as it ran: engine, start and end (seconds), and the kernel line that made it."""
+    """One instruction as it ran: engine, start and end (seconds: issue to results landed), and the
+    kernel line that made it. A step an instruction runs first is an entry of its own, just before
+    it: ``LOAD_STATIONARY`` (nc_matmul), ``ACT_TABLE_LOAD`` (activation), ``DMA_TRIGGER``."""
 
     engine: str  # tensor | vector | scalar | gpsimd | sync | dma
     start: float
@@ -103,10 +105,15 @@ def build_profile(traced: TracedKernel, runs) -> Profile:
         summaries.append(kernel_summary(prog, tl, chip, result.prepared.placement))
         wall_ns = max(wall_ns, offset + tl.total_ns)
         starts = (tl.start_ns + offset) * 1e-9
-        ends = (tl.end_ns + offset) * 1e-9
+        ends = (tl.done_ns + offset) * 1e-9  # an instruction's bar ends when its results land
         for k, ins in enumerate(prog.instructions):
             track = int(tl.track[k])
             dma = ins.engine is Engine.DMA
+            if tl.pre_track[k] >= 0:  # the step before: LoadStationary, table load, DMA trigger
+                timeline.append(TimelineEntry(
+                    ENGINES[int(tl.pre_track[k])], float((tl.pre_start_ns[k] + offset) * 1e-9),
+                    float((tl.pre_done_ns[k] + offset) * 1e-9), PRE_EVENT_NAMES[ins.opcode], ins.location,
+                    ins.name, None, i, core, phase))
             timeline.append(
                 TimelineEntry(
                     "dma" if dma else ENGINES[track],

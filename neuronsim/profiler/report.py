@@ -54,7 +54,7 @@ def opcode_table(runs: Sequence[KernelRun]) -> list[dict]:
         for i, ins in enumerate(run.program.instructions):
             key = (ins.opcode.name.lower(), ins.engine.name.lower())
             row = rows.setdefault(key, {"count": 0, "total_time": 0.0, "model_flops": 0, "bytes": 0})
-            dur = float(tl.end_ns[i] - tl.start_ns[i]) * 1e-9
+            dur = float(tl.done_ns[i] - tl.start_ns[i]) * 1e-9
             row["count"] += 1
             row["total_time"] += dur
             total += dur

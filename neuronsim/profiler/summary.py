@@ -6,10 +6,13 @@ summaries (:func:`merge_summaries`, :func:`device_summary`). Definitions:
 
 - ``total_time``: seconds on the device. A kernel: from its start to its last instruction's end.
   A device run: the device clock's span (launch overheads and host round trips included).
-- ``<engine>_engine_active_time``: seconds during which the engine ran at least one instruction
-  (the union of its busy intervals); ``dma_active_time`` is the union over every DMA queue.
-  ``*_active_time_percent`` is that time over ``total_time``, times 100.
-  ``<engine>_engine_instruction_time`` is the plain sum of instruction durations.
+- ``<engine>_engine_active_time``: seconds during which the engine had at least one instruction in
+  flight (the union of its instructions' spans, issue to results landed, and of the steps run before
+  them on it: TensorE's LoadStationary, ScalarE's activation-table loads, DMA triggers);
+  ``dma_active_time`` is the union of the transfers' spans (first packet to last) over every DMA
+  queue. ``*_active_time_percent`` is that time over ``total_time``, times 100.
+  ``<engine>_engine_instruction_time`` is the plain sum of those spans (overlaps added), and
+  ``<engine>_engine_instruction_count`` counts them (an nc_matmul is two, as Explorer counts it).
 - ``model_flops``: ``2*K*M*N`` per ``nc_matmul`` (K partitions contracted, M stationary columns,
   N moving columns). ``transpose_flops``: a TensorE ``nc_transpose`` of ``P x F`` data is an
   identity matmul, ``2*P*F*P``. ``hardware_flops`` = model + transpose FLOPs: what the PE array did.
@@ -102,7 +105,7 @@ def kernel_summary(program: Program, timeline: Timeline, chip: ChipSpec, placeme
     s["kernel_count"] = 1
     s["neuroncore_count"] = 1
     s["instruction_count"] = len(program.instructions)
-    track, start, end = timeline.track, timeline.start_ns, timeline.end_ns
+    _, track, _, start, end = timeline.events()  # every drawn span: main steps and the steps before them
     for engine in ENGINES:
         mask = track == int(Engine[engine.upper()])
         s[f"{engine}_engine_active_time"] = union_ns(start[mask], end[mask]) * 1e-9

@@ -35,7 +35,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from neuronsim.profiler.events import COLLECTIVE, FALLBACK, KERNEL, TRANSFER, DeviceOpEvent, KernelRun, PlacedRun
+from neuronsim.profiler.events import (
+    COLLECTIVE,
+    FALLBACK,
+    KERNEL,
+    TRANSFER,
+    DeviceOpEvent,
+    KernelRun,
+    PlacedRun,
+)
 
 DEFAULT_MAX_INSTRUCTION_EVENTS = 200_000
 DEFAULT_MAX_OP_EVENTS = 200_000
@@ -48,6 +56,7 @@ TID_OPS, TID_FALLBACK, TID_TRANSFERS, TID_COLLECTIVES = 1, 2, 3, 4
 TID_LOAD_STATIONARY, TID_MULTIPLY_MOVING = 10, 11
 TID_ENGINE = {"vector": 12, "scalar": 13, "gpsimd": 14, "sync": 15}
 TID_DMA0 = 100
+LANE_TID_STEP = 1000  # overlapping bars of row ``tid`` go to rows tid + 1000, tid + 2000, ...
 TRACK_NAMES = {
     TID_OPS: "Device ops", TID_FALLBACK: "Host fallback", TID_TRANSFERS: "Host transfers",
     TID_COLLECTIVES: "Collectives",
@@ -135,14 +144,14 @@ class TraceBuilder:
                                     "args": {"labels": labels}})
         return pid
 
-    def thread(self, pid: int, tid: int, name: str | None = None) -> int:
+    def thread(self, pid: int, tid: int, name: str | None = None, sort_index: int | None = None) -> int:
         if (pid, tid) not in self._threads:
             name = name or TRACK_NAMES[tid]
             self._threads[(pid, tid)] = name
             self.events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                                 "args": {"name": name}})
             self.events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                                "args": {"sort_index": tid}})
+                                "args": {"sort_index": tid * 10 if sort_index is None else sort_index}})
         return tid
 
     # ---- events (positions in ns of the builder's time base) ----------------------------------
@@ -203,27 +212,15 @@ def _instruction_args(run: KernelRun) -> list[dict]:
     return rows
 
 
-def _matmul_fractions(run: KernelRun) -> dict[int, tuple[float, float]]:
-    """Per nc_matmul index: (LoadStationary, MultiplyMoving) share of the instruction's time."""
-    from neuronsim.sim.ir import Opcode
-
-    out = {}
-    init = run.chip.mm_init_latency_cycles
-    for i, ins in enumerate(run.program.instructions):
-        if ins.opcode is Opcode.NC_MATMUL:
-            load, move = min(init, ins.srcs[0].free_size), ins.srcs[1].free_size
-            whole = max(load, move, 1)
-            out[i] = (load / whole, move / whole)
-    return out
-
-
-def _track_of(track: int) -> int:
+def _track_of(track: int, pre_step: bool = False) -> int:
+    """The trace row of a timeline track: TensorE's main steps (MultiplyMoving, transposes) on the
+    TensorMatrix row, its LoadStationary steps on the TensorE row, as Explorer draws them."""
     from neuronsim.sim.schedule import DMA_TRACK0
 
     if track >= DMA_TRACK0:
         return TID_DMA0 + track - DMA_TRACK0
     if track == 0:
-        return TID_LOAD_STATIONARY
+        return TID_LOAD_STATIONARY if pre_step else TID_MULTIPLY_MOVING
     return TID_ENGINE[("vector", "scalar", "gpsimd", "sync")[track - 1]]
 
 
@@ -263,7 +260,7 @@ def _cached(b: TraceBuilder, run: KernelRun) -> tuple:
     key = id(run.program)
     cached = b._arg_cache.get(key)
     if cached is None or cached[0] is not run.program:
-        cached = b._arg_cache[key] = (run.program, _instruction_args(run), _matmul_fractions(run))
+        cached = b._arg_cache[key] = (run.program, _instruction_args(run))
     return cached
 
 
@@ -271,47 +268,71 @@ def _kernel_cost(b: TraceBuilder, run: KernelRun) -> tuple[int, int]:
     """(instruction slices, counter samples) that drawing ``run`` in full adds."""
     from neuronsim.sim.ir import DMA_OPS, ON_CHIP
 
-    _, rows, matmul = _cached(b, run)
+    _, rows = _cached(b, run)
     n_dma = sum(1 for i in run.program.instructions if i.opcode in DMA_OPS)
     on_chip = sum(1 for t in run.program.tensors if t.memory in ON_CHIP)
     counters = 4 + 2 * on_chip + 2 + (2 * n_dma + DMA_THROUGHPUT_BINS + 1 if n_dma else 0)
-    return len(rows) + len(matmul), counters
+    return len(rows) + int((run.timeline.pre_track >= 0).sum()), counters
 
 
 def _draw_instructions(b: TraceBuilder, run: KernelRun, pid: int, t0_ns: float, tids: Sequence[int]) -> None:
-    _, rows, matmul = _cached(b, run)
+    from neuronsim.sim.ir import Opcode
+    from neuronsim.sim.schedule import PRE_EVENT_NAMES
+
+    _, rows = _cached(b, run)
     _name_tracks(b, pid, tids)
     tl = run.timeline
-    start = (tl.start_ns + t0_ns).tolist()
-    end = (tl.end_ns + t0_ns).tolist()
-    for i, tid in enumerate(tids):
-        args = rows[i]
-        split = matmul.get(i)
-        if split is None:
-            b.slice(pid, tid, args["opcode"], start[i], end[i], args["engine"], args)
-            continue
-        dur = end[i] - start[i]
-        load_end, move_start = start[i] + dur * split[0], end[i] - dur * split[1]
-        b.slice(pid, TID_LOAD_STATIONARY, "LoadStationary", start[i], load_end, "tensor", args)
-        b.slice(pid, TID_MULTIPLY_MOVING, "MultiplyMoving", move_start, end[i], "tensor", args)
+    instructions = run.program.instructions
+    # (tid, name, start, end, row): a bar spans issue to results landed, as Explorer's
+    bars = [(tid, "MultiplyMoving" if instructions[i].opcode is Opcode.NC_MATMUL else rows[i]["opcode"],
+             float(tl.start_ns[i]) + t0_ns, float(tl.done_ns[i]) + t0_ns, rows[i])
+            for i, tid in enumerate(tids)]
+    for i in np.flatnonzero(tl.pre_track >= 0).tolist():
+        track = int(tl.pre_track[i])
+        name = "LoadStationary" if track == 0 else PRE_EVENT_NAMES[instructions[i].opcode].lower()
+        bars.append((_track_of(track, pre_step=True), name, float(tl.pre_start_ns[i]) + t0_ns,
+                     float(tl.pre_done_ns[i]) + t0_ns, rows[i]))
+    for tid, name, s, e, args in _in_lanes(b, pid, bars):
+        b.slice(pid, tid, name, s, e, args["engine"], args)
     _draw_counters(b, run, pid, t0_ns)
+
+
+def _in_lanes(b: TraceBuilder, pid: int, bars: list) -> list:
+    """Pipelined instructions overlap on their engine; a trace row must not. Bars that overlap an
+    earlier one on the same row go to the row's next lane (a row of its own just below it), as
+    Neuron Explorer stacks them."""
+    bars.sort(key=lambda bar: (bar[0], bar[2]))
+    out, lane_end, row = [], [], None
+    for tid, name, s, e, args in bars:
+        if tid != row:
+            row, lane_end = tid, []
+        lane = next((k for k, end in enumerate(lane_end) if end <= s), len(lane_end))
+        if lane == len(lane_end):
+            lane_end.append(e)
+        lane_end[lane] = e
+        lane_tid = tid if lane == 0 else tid + LANE_TID_STEP * lane
+        if lane:
+            b.thread(pid, lane_tid, f"{b._threads[(pid, tid)]} ({lane + 1})", sort_index=tid * 10 + lane)
+        out.append((lane_tid, name, s, e, args))
+    return out
 
 
 def _draw_aggregated(b: TraceBuilder, run: KernelRun, pid: int, t0_ns: float, tids: Sequence[int]) -> int:
     tl = run.timeline
     tid_arr = np.asarray(tids)
     _name_tracks(b, pid, tids)
-    drawn = 0
+    bars = []
     for tid in sorted(set(tids)):
         idx = np.flatnonzero(tid_arr == tid)
         for chunk in np.array_split(idx, min(AGGREGATE_SLICES_PER_TRACK, idx.size)):
-            s, e = float(tl.start_ns[chunk[0]]) + t0_ns, float(tl.end_ns[chunk[-1]]) + t0_ns
-            busy = float((tl.end_ns[chunk] - tl.start_ns[chunk]).sum())
-            b.slice(pid, tid, f"{chunk.size} instructions (aggregated)", s, e, "aggregated",
-                    {"aggregated_instructions": int(chunk.size), "busy_ns": round(busy, 3),
-                     "kernel": run.program.name})
-            drawn += 1
-    return drawn
+            s, e = float(tl.start_ns[chunk].min()) + t0_ns, float(tl.done_ns[chunk].max()) + t0_ns
+            busy = float((tl.done_ns[chunk] - tl.start_ns[chunk]).sum())
+            bars.append((tid, f"{chunk.size} instructions (aggregated)", s, e,
+                         {"aggregated_instructions": int(chunk.size), "busy_ns": round(busy, 3),
+                          "kernel": run.program.name, "engine": "aggregated"}))
+    for tid, name, s, e, args in _in_lanes(b, pid, bars):
+        b.slice(pid, tid, name, s, e, "aggregated", {k: v for k, v in args.items() if k != "engine"})
+    return len(bars)
 
 
 def _step_counter(b: TraceBuilder, pid: int, name: str, series: str, t0_ns: float,
@@ -336,14 +357,14 @@ def _draw_counters(b: TraceBuilder, run: KernelRun, pid: int, t0_ns: float) -> N
     last: dict[int, float] = {}
     dma = []
     for i, ins in enumerate(program.instructions):
-        s, e = float(tl.start_ns[i]), float(tl.end_ns[i])
+        s, e = float(tl.start_ns[i]), float(tl.done_ns[i])
         for ap, _ in ins.accesses():
             t = ap.tensor.id
             first[t] = min(first.get(t, s), s)
             last[t] = max(last.get(t, e), e)
         if ins.opcode in DMA_OPS:
             from_hbm, to_hbm = ins.srcs[0].memory is Memory.HBM, ins.dst.memory is Memory.HBM
-            dma.append((s, e, transfer_bytes(ins), from_hbm, to_hbm))
+            dma.append((s, e, transfer_bytes(ins), from_hbm, to_hbm, float(tl.issue_ns[i])))
     total = tl.total_ns
     for memory, label in ((Memory.SBUF, "SBUF in use"), (Memory.PSUM, "PSUM in use")):
         changes = [(0.0, 0.0), (total, 0.0)]
@@ -355,8 +376,8 @@ def _draw_counters(b: TraceBuilder, run: KernelRun, pid: int, t0_ns: float) -> N
     hbm = sum(t.nbytes for t in program.tensors if t.memory is Memory.HBM)
     _step_counter(b, pid, "HBM in use", "bytes", t0_ns, [(0.0, hbm), (total, -hbm)])
     if dma:
-        _step_counter(b, pid, "Pending DMA count", "transfers", t0_ns,
-                      [(s, 1) for s, *_ in dma] + [(e, -1) for _, e, *_ in dma])
+        _step_counter(b, pid, "Pending DMA count", "transfers", t0_ns,  # triggered, not yet done
+                      [(d[5], 1) for d in dma] + [(d[1], -1) for d in dma])
         _dma_throughput(b, pid, t0_ns, total, dma)
 
 
@@ -366,7 +387,7 @@ def _dma_throughput(b: TraceBuilder, pid: int, t0_ns: float, total_ns: float, dm
     width = total_ns / bins if total_ns > 0 else 1.0
     edges = np.arange(bins + 1) * width
     series = {"total": np.zeros(bins), "hbm_read": np.zeros(bins), "hbm_write": np.zeros(bins)}
-    for s, e, nbytes, from_hbm, to_hbm in dma:
+    for s, e, nbytes, from_hbm, to_hbm, _issued in dma:
         overlap = np.clip(np.minimum(edges[1:], e) - np.maximum(edges[:-1], s), 0.0, None)
         share = overlap / (e - s) * nbytes if e > s else np.zeros(bins)
         series["total"] += share

@@ -30,11 +30,17 @@ def test_manual_seed_gives_the_same_values_each_run(name):
     assert not torch.equal(first[0], first[1]) or name == "randperm"
 
 
-def test_device_stream_matches_the_cpu_stream_for_the_same_seed():
+def test_device_draws_its_own_stream_for_the_same_seed():
+    """normal_, uniform_, bernoulli_, random_ and randperm run on the device's PRNG (kernels/random_fill.py),
+    as on any accelerator: a seed repeats them, and they are not the CPU's numbers."""
     torch.manual_seed(7)
     cpu = torch.randn(16)
     torch.manual_seed(7)
-    assert torch.equal(torch.randn(16, device="neuron").cpu(), cpu)
+    on_device = torch.randn(16, device="neuron").cpu()
+    assert "aten::normal_" in torch.neuron.get_executed_ops()
+    assert not torch.equal(on_device, cpu)
+    torch.manual_seed(7)
+    assert torch.equal(torch.randn(16, device="neuron").cpu(), on_device)
 
 
 def test_torch_neuron_seed_functions():

@@ -150,7 +150,7 @@ def test_device_time_scales_with_bytes():
                  if not native.is_declined(e) and e.signature == ((dtype, torch.Size(shape)),)]
         return found[0].prepared.timeline.total_ns
     small, big = ns((256, 512), torch.float32), ns((1024, 1024), torch.float32)
-    assert 4 < big / small < 10
+    assert 3 < big / small < 10  # 8x the bytes; DMA trigger latencies and compute latencies do not scale
     assert ns((1024, 1024), torch.bfloat16) < big
 
 

@@ -52,11 +52,11 @@ def test_mixed_dtypes_promote_as_aten_does():
     assert_matches_cpu(out, a + b)
 
 
-def test_int64_falls_back():
+def test_int64_runs_natively_under_the_64bit_policy():  # (test_elementwise_int64.py has the details)
     x = torch.arange(10).to("neuron")
     torch.neuron.clear_op_tracking()
     assert (x * x).cpu().tolist() == [i * i for i in range(10)]
-    assert torch.neuron.get_fallback_ops() == ["aten::mul.Tensor"]
+    assert torch.neuron.get_fallback_ops() == []
 
 
 ACTIVATIONS = [
@@ -148,6 +148,8 @@ BINARY = {
     "silu_backward": (ATEN.silu_backward, "aten::silu_backward"),
     "gelu_backward": (ATEN.gelu_backward, "aten::gelu_backward"),
     "threshold_backward": (lambda g, x: ATEN.threshold_backward(g, x, 0.0), "aten::threshold_backward"),
+    "leaky_relu_backward": (lambda g, x: ATEN.leaky_relu_backward(g, x, 0.2, False), "aten::leaky_relu_backward"),
+    "hardtanh_backward": (lambda g, x: ATEN.hardtanh_backward(g, x.round(), -1.0, 2.0), "aten::hardtanh_backward"),
 }
 
 
@@ -206,3 +208,13 @@ def test_uncovered_signatures_fall_back():
         "aten::softplus",
         "aten::gelu_backward",
     }
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_isneginf_and_isposinf_natively(dtype):
+    x = torch.tensor([[-float("inf"), float("inf"), float("nan"), 0.0, -3.0e38, 1.0]] * 3, dtype=dtype)
+    d = x.to("neuron")
+    assert torch.equal(torch.isneginf(d).cpu(), torch.isneginf(x))
+    assert torch.equal(torch.isposinf(d).cpu(), torch.isposinf(x))
+    assert torch.neuron.get_executed_ops() == ["aten::isneginf", "aten::isposinf"]
+    assert torch.neuron.get_fallback_ops() == []

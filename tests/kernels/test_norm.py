@@ -120,3 +120,48 @@ def test_masked_backward_is_correct():
     F.layer_norm(xd, (96,)).backward(dy.to("neuron"))
     assert ran_natively("aten::native_layer_norm")
     assert_matches_cpu(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("affine", ["weight", "none"])
+def test_backward_without_bias_runs_natively(affine):
+    """nanoGPT's ``LayerNorm(bias=False)`` asks for (grad_input, grad_weight) and no grad_bias; no
+    affine asks for grad_input only: the meta kernel's results hold Nones, which the kernel keeps."""
+    x, w, _, dy = _inputs((4, 33, 160), torch.float32, seed=2)
+    w = w if affine == "weight" else None
+    leaves = [t.clone().requires_grad_() for t in (x, w) if t is not None]
+    F.layer_norm(leaves[0], (160,), *leaves[1:]).backward(dy)
+    dleaves = [t.to("neuron").requires_grad_() for t in (x, w) if t is not None]
+    F.layer_norm(dleaves[0], (160,), *dleaves[1:]).backward(dy.to("neuron"))
+    assert ran_natively("aten::native_layer_norm_backward")
+    assert torch.neuron.get_fallback_ops() == []
+    for got, want in zip(dleaves, leaves, strict=True):
+        assert_matches_cpu(got.grad, want.grad, **_grad_tolerance(torch.float32, 160))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_backward_of_a_broadcast_gradient(dtype):
+    """``y.sum().backward()`` hands the backward an expanded (all strides 0) gradient: the kernel
+    reads it through a stride-0 pattern instead of falling back."""
+    x, w, b, _ = _inputs((3, 130, 96), dtype, seed=3)
+    # The reference: ATen-CPU's fp32 backward from mean/rstd rounded as the forward returns them.
+    _, mean, rstd = aten.native_layer_norm(x.float(), [96], None, None, 1e-5)
+    mean, rstd = mean.to(dtype).float(), rstd.to(dtype).float()
+    want = aten.native_layer_norm_backward(torch.ones(x.shape), x.float(), [96], mean, rstd, w.float(),
+                                           b.float(), [True] * 3)
+    dleaves = [t.to("neuron").requires_grad_() for t in (x, w, b)]
+    F.layer_norm(dleaves[0], (96,), *dleaves[1:]).sum().backward()
+    assert ran_natively("aten::native_layer_norm_backward")
+    assert torch.neuron.get_fallback_ops() == []
+    for got, ref in zip(dleaves, want, strict=True):
+        assert_matches_cpu(got.grad, ref.to(dtype), **_grad_tolerance(dtype, 96))
+
+
+def test_flat_strides_of_the_gradient():
+    from neuronsim.kernels.norm import flat_strides
+
+    assert flat_strides(torch.empty(3, 5, 40), 40) == (40, 1)
+    assert flat_strides(torch.empty(()).expand(3, 5, 40), 40) == (0, 0)
+    assert flat_strides(torch.empty(3, 1, 40).expand(3, 5, 40), 40) is None  # rows do not collapse
+    assert flat_strides(torch.empty(2, 6, 40), 240) == (240, 1)
+    assert flat_strides(torch.empty(40, 6).t(), 40) == (1, 6)
+    assert flat_strides(torch.empty(4, 6), 5) is None

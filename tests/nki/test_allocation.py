@@ -128,20 +128,21 @@ def test_psum_is_allocated_in_banks_and_rotates():
 
 
 def test_sbuf_over_capacity_names_the_tensor_size_limit_and_line():
+    """Tiles that cannot all be in SBUF for one instruction cannot be spilled out of the way."""
     @nki.jit
     def hog(a):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        tiles = [nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.sbuf, name=f"big{i}") for i in range(4)]
-        for t in tiles:
+        out = nl.ndarray((128, 20000), dtype=nl.float32, buffer=nl.shared_hbm)
+        tiles = [nl.ndarray((128, 20000), dtype=nl.float32, buffer=nl.sbuf, name=f"big{i}") for i in range(3)]
+        for t in tiles[:2]:
             nisa.memset(dst=t, value=0.0)
-        for t in tiles:
-            nisa.dma_copy(dst=out, src=t[:, 0 : a.shape[1]])
+        nisa.tensor_tensor(dst=tiles[2], data1=tiles[0], data2=tiles[1], op=nl.add)
+        nisa.dma_copy(dst=out, src=tiles[2])
         return out
 
     with pytest.raises(SbufCapacityError) as info:
         hog.specialize((np.zeros((128, 8), np.float32),))
     msg = str(info.value)
-    assert "'big3'" in msg and "65536 bytes per partition" in msg and "212984" in msg
+    assert "'big2'" in msg and "80000 bytes per partition" in msg and "212984" in msg
     assert "test_allocation.py:" in msg and isinstance(info.value, CapacityError)
 
 

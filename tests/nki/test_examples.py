@@ -87,6 +87,7 @@ def test_blocked_matmul_is_faster_and_the_profile_shows_why():
     assert b["hbm_read_bytes"] < 0.5 * n["hbm_read_bytes"]
     assert b["dma_transfer_count"] < 0.5 * n["dma_transfer_count"]
     assert b["dma_transfer_average_bytes"] > 2 * n["dma_transfer_average_bytes"]
-    assert b["tensor_engine_active_time_percent"] > 2 * n["tensor_engine_active_time_percent"]
+    # (TensorE active time is not the measure: as in Explorer, a lone matmul's LoadStationary,
+    # throttled MultiplyMoving and pipeline latency all count — the guide's naive v2 shows 87%.)
     assert n["dma_active_time_percent"] > 80  # the naive kernel waits on DMA
     assert b["mfu_estimated_percent"] > 2 * n["mfu_estimated_percent"]

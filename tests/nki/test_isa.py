@@ -356,3 +356,17 @@ def test_activation_reduce_registers_accumulate_across_instructions():
     np.testing.assert_allclose(out[:, 0], np.exp(x).sum(1), rtol=1e-5)
     engines = {i.engine for i in running_sum.specialize((x,)).instances[0].programs[0].instructions}
     assert engines == {Engine.SCALAR, Engine.DMA}  # the accumulation stays on ScalarE
+
+
+def test_dma_trigger_engine_must_fit_the_descriptor_mode():
+    """S18: only the Scalar and Sync engines trigger hardware-DGE DMAs (GpSimd runs software DGE)."""
+    from neuronsim.errors import ConstraintError
+
+    @nki.jit
+    def k(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge, engine=nisa.engine.gpsimd)
+        return x
+
+    with pytest.raises(ConstraintError, match="engine=gpsimd cannot trigger a hwdge DMA"):
+        nki.simulate(k)(np.zeros((128, 64), np.float32))

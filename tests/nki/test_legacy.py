@@ -146,7 +146,8 @@ def test_isa_results_go_into_the_tile_they_are_assigned_to():
 def blocks_and_selects(x):
     n = x.shape[1]
     out = nl.ndarray((2, 128, n), dtype=x.dtype, buffer=nl.shared_hbm)
-    blocks = nl.ndarray((2, nl.par_dim(128), n), dtype=x.dtype, buffer=nl.sbuf)
+    grid = nl.ndarray((1, 2, nl.par_dim(128), n), dtype=x.dtype, buffer=nl.sbuf)
+    blocks = grid[0]  # the (2, par_dim(128), n) blocks of row 0
     i_p, i_f = nl.mgrid[0:128, 0:n]
     blocks[0, i_p, i_f] = nl.load(x[i_p, i_f])
     blocks[1] = nisa.affine_select(i_p - i_f >= 0, blocks[0], -1.0)  # causal: keep f <= p

@@ -69,7 +69,8 @@ def test_profile_summary_has_explorer_fields_and_units():
     assert set(EXPLORER_FIELDS) <= set(s) and set(FIELDS) <= set(s)
     assert 0 < s["total_time"] < 1e-3  # seconds
     assert s["model_flops"] == 2 * 128 * 128 * 512
-    assert s["tensor_engine_instruction_count"] == 1 and s["scalar_engine_instruction_count"] == 1
+    # one nc_matmul is two TensorE instructions, LoadStationary and MultiplyMoving, as profiles count
+    assert s["tensor_engine_instruction_count"] == 2 and s["scalar_engine_instruction_count"] == 1
     assert s["dma_transfer_count"] == 3
     assert s["hbm_read_bytes"] == X.nbytes + W.nbytes and s["hbm_write_bytes"] == out.nbytes
     assert s["dma_transfer_total_bytes"] == X.nbytes + W.nbytes + out.nbytes
@@ -83,12 +84,13 @@ def test_profile_summary_has_explorer_fields_and_units():
 def test_timeline_has_every_instruction_with_engine_times_and_line():
     _, prof = nki.simulate(linear, profile=True)(X, W)
     tl = prof.timeline
-    assert [e.engine for e in tl] == ["dma", "dma", "tensor", "scalar", "dma"]
+    assert [e.engine for e in tl] == ["dma", "dma", "tensor", "tensor", "scalar", "dma"]
+    assert [e.opcode for e in tl if e.engine == "tensor"] == ["LOAD_STATIONARY", "NC_MATMUL"]
     assert all(e.end > e.start >= 0 for e in tl)
     assert max(e.end for e in tl) == pytest.approx(prof.summary["total_time"])
-    act = tl[3]
+    act = tl[4]
     assert act.opcode == "ACTIVATION" and act.location.endswith(":" + str(_line("# line of the activation")))
-    assert act.start >= tl[2].end  # waits for the matmul (RAW on PSUM)
+    assert act.start >= tl[3].end  # waits for the matmul (RAW on PSUM)
     assert sum(prof.by_location().values()) == pytest.approx(sum(e.duration for e in tl))
 
 

@@ -38,7 +38,7 @@ def test_lnc2_instances_run_on_two_cores_in_parallel():
     assert two.summary["total_time"] < 0.6 * one.summary["total_time"]
     assert {e.core for e in two.timeline} == {0, 1}
     starts = {core: min(e.start for e in two.timeline if e.core == core) for core in (0, 1)}
-    assert starts[0] == starts[1] == 0.0
+    assert starts[0] == starts[1] < 1e-6  # both start with their first load (after its trigger latency)
 
 
 def test_core_barrier_orders_the_cores():

@@ -48,6 +48,18 @@ def rect(b, selector):
                   f"return [r.left, r.top, r.width, r.height]; }})()")
 
 
+def visible_rect(b, selector):
+    """``rect`` of the part of ``selector`` not hidden by its scrolling ancestor: a timeline's canvas
+    taller than its ``.tl-scroll`` box is centred in it, so its top rows are scrolled out of sight."""
+    x, y, w, h = rect(b, selector)
+    box = b.eval(f"(() => {{ const s = document.querySelector({selector!r}).closest('.tl-scroll'); "
+                 f"if (!s) return null; const r = s.getBoundingClientRect(); return [r.top, r.bottom]; }})()")
+    if box is None:
+        return [x, y, w, h]
+    top, bottom = max(y, box[0]), min(y + h, box[1])
+    return [x, top, w, bottom - top]
+
+
 def slice_point(b, row, i=0, timeline=0):
     """Viewport coordinates of the middle of slice ``i`` of row ``row`` (scrolled into view)."""
     b.eval(f"document.querySelectorAll('.tl-canvas')[{timeline}].scrollIntoView({{block: 'start'}})")
@@ -79,7 +91,7 @@ def check_renders(b, trace, *, timeline=0, part="device"):
 def check_zoom(b, timeline=0):
     """Ctrl+wheel zooms in at the pointer, a drag pans, the wheel over the time axis zooms out."""
     root = "#" + b.eval(f"neuronsimReport.timelines[{timeline}].root.id")
-    x, y, w, h = rect(b, f"{root} .tl-canvas")
+    x, y, w, h = visible_rect(b, f"{root} .tl-canvas")
     before = state(b, timeline)
     pointer_t = before["start"] + 0.5 * (before["end"] - before["start"])
     b.wheel(x + w * 0.5, y + min(h, 200) / 2, -300, ctrl=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from browser import Browser, browser_or_skip
-from report_checks import check_renders, check_zoom, rect, state
+from report_checks import check_renders, check_zoom, state, visible_rect
 
 from neuronsim.profiler.trace import load_trace
 from neuronsim.profiler.validate import check_trace
@@ -127,7 +127,7 @@ def test_train_gpt_trn2_vs_trn3_prints_and_renders_the_deltas(browser, profiles,
     browser.screenshot(tmp_path / "train_gpt-compare.png")
     # the two timelines zoom together, each from its first device op
     a0, b0 = state(browser, 0), state(browser, 1)
-    x, y, w, h = rect(browser, "#tla-device .tl-canvas")
+    x, y, w, h = visible_rect(browser, "#tla-device .tl-canvas")
     browser.wheel(x + w / 2, y + 40, -300, ctrl=True)
     a1, b1 = state(browser, 0), state(browser, 1)
     assert a1["end"] - a1["start"] < a0["end"] - a0["start"]

@@ -24,6 +24,7 @@ from neuronsim.device.schema import OpPlan, ReturnKind, WrapperKind
 from neuronsim.kernels.bridge import Operand, operand_of
 from neuronsim.kernels.launch import trace_launch
 from neuronsim.kernels.registry import IN, Call, Launch, Ref
+from neuronsim.options import current as current_options
 
 Tensor = torch.Tensor
 _META = torch.device("meta")
@@ -59,7 +60,7 @@ def build_entry(native_op, args: tuple, kwargs: dict):
     inplace = plan.kind is WrapperKind.INPLACE
     written = sum(1 for pos, _, _ in positions if pos < leading) if inplace else 0
     outputs, complete = _meta_outputs(native_op.op, args, kwargs)
-    if outputs is None or any(t.numel() == 0 for t in inputs):
+    if outputs is None:
         return DECLINED
     if plan.kind is WrapperKind.INPLACE:
         if not written:  # ``self`` is not a device tensor
@@ -71,16 +72,38 @@ def build_entry(native_op, args: tuple, kwargs: dict):
         if len(outputs) != len(outs) or any(o.shape != m.shape and o.numel() == m.numel() != 0
                                             for o, m in zip(outs, outputs, strict=True)):
             return DECLINED
-    if any(o.numel() == 0 for o in outputs):
-        return DECLINED
     runtime = tuple(runtime_scalars(native_op.runtime, args, kwargs).tolist()) if native_op.runtime else ()
     call = Call(native_op.op, args, kwargs, inputs, outputs, tuple(p for p, _, _ in positions), runtime)
-    launch = native_op.planner(call)
+    launch = _plan_with_empty(native_op, call) if _has_empty(call) else native_op.planner(call)
     if launch is None or (not complete and launch.result is None):
         return DECLINED
+    if launch.int64_in_32_bits and not current_options().cast_64bit:
+        return DECLINED  # (the key holds the policy)
     if out_positions and (launch.result is not None or launch.output_dtypes is not None):
         raise AssertionError(f"{native_op.op}: an out= op's results are its out tensors, as they are")
     return _entry(native_op, call, positions, written, launch, out_positions)
+
+
+def _has_empty(call: Call) -> bool:
+    return any(t.numel() == 0 for t in (*call.inputs, *call.outputs))
+
+
+def _plan_with_empty(native_op, call: Call) -> Launch | None:
+    """A call with an empty tensor (eval-mode batch norm's backward gets its forward's empty
+    ``save_mean``): a kernel may take it if it names no empty tensor as an operand (a Program has
+    no zero-size tensors). Planners are written for non-empty tensors: one that fails on it declines."""
+    try:
+        launch = native_op.planner(call)
+    except Exception:
+        return None
+    if launch is None:
+        return None
+    for ref in launch.operands:
+        if ref.role == "in" and call.inputs[ref.index].numel() == 0:
+            return None
+        if ref.role == "out" and call.outputs[ref.index].numel() == 0:
+            return None
+    return launch
 
 
 def _written_self(plan: OpPlan) -> bool:
@@ -199,7 +222,7 @@ def _entry(native_op, call: Call, positions, written: int, launch: Launch,
     return Entry(op, plan, plan.name, positions, output_specs, tuple(distinct), traced.traced, prepared,
                  traced.hbm_slots, traced.fixed_arrays, flops, busy, nbytes, written, native_op.runtime,
                  returns_list, admit=launch.admit, disjoint_writes=launch.disjoint_writes,
-                 result=launch.result,
+                 result=launch.result, seeded=native_op.draws_seed,
                  signature=tuple((t.dtype, t.shape) for t in call.inputs or call.outputs),
                  output_bytes=tuple(memory.storage_bytes(o.shape, o.stride(), o.dtype) for o in call.outputs),
                  out_positions=out_positions,

@@ -70,6 +70,7 @@ class Entry:
     admit: Callable[[list[Tensor]], bool] | None = None  # see Launch.admit
     disjoint_writes: bool = False  # see Launch.disjoint_writes
     result: Callable[[list[Tensor]], object] | None = None  # see Launch.result
+    seeded: bool = False  # a device-PRNG op: its Program computes the values under fast numerics too
     signature: tuple = ()  # (dtype, shape) of each input: what the clock records (fixed by the key)
     output_bytes: tuple[int, ...] = ()  # storage bytes of each fresh output
     # ``out=`` ops: where each ``out`` tensor is, and which of them each result returns
@@ -117,7 +118,7 @@ class Entry:
             opts = current_options()
         if self.out_positions:
             return self._run_out(args, kwargs, opts)
-        fast = opts.numerics == "fast" and self.result is None
+        fast = opts.numerics == "fast" and self.result is None and not self.seeded
         if fast and self._check is None:  # the host reads the arguments itself: only the device is needed
             pos, name, element = self.input_positions[0]
             first = args[pos] if pos < len(args) else kwargs[name]
@@ -149,7 +150,7 @@ class Entry:
             return NotImplemented
         outs = gather_inputs(self.out_positions, args, kwargs)
         index = outs[0].get_device()
-        if opts.numerics == "fast":
+        if opts.numerics == "fast" and not self.seeded:
             run_on_host(self.plan, args, kwargs, charge=False)  # resizes the outs itself
         else:
             for o, (size, stride, _) in zip(outs, self.output_specs, strict=True):

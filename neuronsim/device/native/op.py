@@ -27,6 +27,8 @@ Tensor = torch.Tensor
 class NativeOp:
     """Program-running kernel of one op: a cache of entries keyed by the calls' signatures."""
 
+    draws_seed = False  # SeededOp: the values are the device PRNG's, so the Program runs in every numerics
+
     def __init__(self, op: torch._ops.OpOverload, planner: Planner, runtime: tuple[str, ...] = ()):
         self.op = op
         self.planner = planner
@@ -46,10 +48,10 @@ class NativeOp:
     def __call__(self, op, args: tuple, kwargs: dict):
         opts = current_options()
         try:
-            # (chip, op name, per-argument keys, ...): the name (a str, whose hash is cached) where the
+            # (chip, op name, per-argument keys, ..., 64-bit policy): the name (a str, whose hash is cached) where the
             # OpOverload was, whose __hash__ is Python code run on every call.
             key = (opts.chip, self.plan.name,
-                   *signature_key(args, kwargs, self._runtime_positions, self._inplace))
+                   *signature_key(args, kwargs, self._runtime_positions, self._inplace), opts.cast_64bit)
         except Decline:
             return NotImplemented
         entry = self.entries.get(key)
@@ -74,6 +76,8 @@ class SeededOp(NativeOp):
     """A native op whose Program takes a fresh 32-bit seed per call as its runtime scalars, drawn
     from the generator of the device of the op's first argument."""
 
+    draws_seed = True
+
     def __init__(self, op, planner, runtime=()):
         super().__init__(op, planner, runtime)
         self.runtime = ((_NO_POSITION, _SEED_ARG, (0.0, 0.0)),)
@@ -82,6 +86,8 @@ class SeededOp(NativeOp):
 
     def __call__(self, op, args, kwargs):
         x = args[0] if args else kwargs.get(self._first)
+        if not isinstance(x, Tensor):  # a factory's size (``randperm(n, out=...)``): its ``out``'s device
+            x = kwargs.get("out")
         if not isinstance(x, Tensor) or x.is_cpu:
             return NotImplemented
         seed = random.draw_seed(x.get_device())

@@ -18,6 +18,8 @@ from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import current_trace
 from neuronsim.sim.ir import Engine, Memory, Opcode
 
+_UNKNOWN_DGE, _UNKNOWN = dge_mode.unknown, engine.unknown
+
 
 def _check_dma(fn: str, dst: TensorView, src: TensorView) -> None:
     psum = Memory.PSUM
@@ -38,6 +40,26 @@ def _check_dma(fn: str, dst: TensorView, src: TensorView) -> None:
     )
 
 
+_TRIGGER_ENGINES = {engine.sync: Engine.SYNC, engine.scalar: Engine.SCALAR, engine.gpsimd: Engine.GPSIMD}
+
+
+def _descriptor_imm(fn: str, mode, trigger) -> dict:
+    """The IR immediates saying who generates the descriptors and which engine triggers the DMA
+    (S18: hwdge from the Scalar or Sync engine, ~600 ns; swdge on GpSimd; none/unknown: prebuilt)."""
+    mode = dge_mode(mode) if not isinstance(mode, dge_mode) else mode
+    trigger = engine(trigger) if not isinstance(trigger, engine) else trigger
+    if mode is dge_mode.unknown and trigger in (engine.scalar, engine.sync):
+        mode = dge_mode.hwdge  # only hardware DGE takes a trigger engine (S14)
+    allowed = {dge_mode.hwdge: (engine.scalar, engine.sync), dge_mode.swdge: (engine.gpsimd,)}.get(mode, ())
+    if trigger is not engine.unknown and trigger not in allowed:
+        raise _fail(fn, f"engine={trigger.name} cannot trigger a {mode.name} DMA (dge_mode={mode.name}); "
+                        f"allowed: {', '.join(e.name for e in allowed) or 'leave engine unset'}")
+    imm = {} if mode is dge_mode.unknown else {"dge": mode.name}
+    if trigger is not engine.unknown:
+        imm["trigger"] = _TRIGGER_ENGINES[trigger]
+    return imm
+
+
 def dma_copy(
     dst,
     src,
@@ -47,7 +69,10 @@ def dma_copy(
     engine=engine.unknown,
     name=None,
 ):
-    """Copy ``src`` to ``dst`` (HBM/SBUF <-> HBM/SBUF) on the DMA engines (casts through fp32)."""
+    """Copy ``src`` to ``dst`` (HBM/SBUF <-> HBM/SBUF) on the DMA engines (casts through fp32).
+
+    ``dge_mode`` / ``engine`` choose who generates the descriptors and triggers the transfer:
+    hardware DGE costs ~600 ns on the Scalar or Sync engine that triggers it (S18)."""
     fn = "dma_copy"
     if not isinstance(dst, TensorView) or not isinstance(src, TensorView):
         dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
@@ -55,7 +80,8 @@ def dma_copy(
     if dst.indirect is not None or src.indirect is not None:
         _indirect_copy(fn, dst, src, oob_mode, dge_mode, name)
         return
-    emit(fn, Opcode.DMA_COPY, Engine.DMA, dst, (src,), {}, name=name, queue=current_trace().next_dma_queue())
+    imm = {} if dge_mode is _UNKNOWN_DGE and engine is _UNKNOWN else _descriptor_imm(fn, dge_mode, engine)
+    emit(fn, Opcode.DMA_COPY, Engine.DMA, dst, (src,), imm, name=name, queue=current_trace().next_dma_queue())
 
 
 def _indirect_copy(fn: str, dst: TensorView, src: TensorView, oob, dge, name) -> None:
@@ -75,7 +101,7 @@ def _indirect_copy(fn: str, dst: TensorView, src: TensorView, oob, dge, name) ->
     else:
         src = plain
     imm = {"indexed": role, "vector": ind.vector, "stride": ind.stride,
-           "oob_skip": oob in (oob_mode.skip, "skip", 1)}
+           "oob_skip": oob in (oob_mode.skip, "skip", 1), "dge": "swdge" if ind.vector else "hwdge"}
     emit(fn, Opcode.DMA_COPY_INDIRECT, Engine.DMA, dst, (src, ind.offsets), imm, name=name,
          queue=current_trace().next_dma_queue(), roles=("src", "offsets"))
 
@@ -97,7 +123,7 @@ def dma_transpose(
         Engine.DMA,
         dst,
         (src,),
-        {},
+        _descriptor_imm(fn, dge_mode, engine.unknown),
         name=name,
         queue=current_trace().next_dma_queue(),
     )

@@ -189,10 +189,11 @@ class BlockTensor:
                     f"block index {k} out of range for {self.shape}", location=caller_location()
                 )
             idx = idx * n + k
-        if len(head) < nb:
-            raise UnsupportedError(
-                f"index all {nb} block dims of a {self.shape} tensor", location=caller_location()
-            )
+        if len(head) < nb:  # t[i] of (A, B, par_dim(P), F): the blocks (B, par_dim(P), F) of row i
+            rest = self.blocks[len(head):]
+            n = math.prod(rest)
+            sub = BlockTensor(rest, self.tiles[idx * n:(idx + 1) * n], self.shape[nb:], self.dtype)
+            return sub, ()
         return self.tiles[idx], key[nb:]
 
     def __getitem__(self, key):

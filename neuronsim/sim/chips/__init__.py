@@ -18,7 +18,7 @@ from typing import Mapping
 from neuronsim.errors import ChipSpecError
 
 _CHIP_DIR = Path(__file__).parent
-VALUE_STATUSES = ("published", "derived", "assumed")
+VALUE_STATUSES = ("published", "derived", "fitted", "assumed")
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,16 @@ class ChipSpec:
     transpose_fp32_speedup: int
     tensor_throttle_start_fraction: float
     tensor_throttle_ramp_ns: float
-    tensor_throttle_idle_reset_ns: float
+    tensor_throttle_window_ns: float
+    tensor_throttle_utilization_threshold: float
+    load_stationary_speedup: int
+    tensor_engine_pipeline_latency_cycles: int
 
     min_ii_cycles: int
+    vector_engine_pipeline_latency_cycles: int
+    gpsimd_engine_pipeline_latency_cycles: int
+    scalar_engine_pipeline_latency_cycles: int
+    act_table_load_ns: float
     act_read_accumulator_cycles: int
     gpsimd_start_cycles: int
     vector_perf_mode_sbuf_16bit_speedup: int
@@ -83,12 +90,19 @@ class ChipSpec:
     dma_engines: int
     dma_queues_per_engine: int
     dma_engine_bandwidth_bytes_per_s: float
-    dma_fixed_cost_ns: float
+    dma_hbm_run_min_ns: float
+    dma_read_latency_ns: float
+    dma_read_engine_stagger_ns: float
+    dma_write_latency_ns: float
+    dma_write_engine_stagger_ns: float
+    dma_queue_issue_interval_ns: float
+    dma_hwdge_issue_ns: float
+    dma_swdge_issue_ns: float
     dma_transpose_hbm_efficiency: float
     dma_transpose_sbuf_efficiency: float
-    dma_hwdge_instruction_ns: float
-    dma_swdge_instruction_ns: float
 
+    # ScalarE activation-function tables: set name -> function names (``table_free``: no table).
+    activation_tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     sources: Mapping[str, ChipValue] = field(default_factory=dict, repr=False, compare=False)
 
     # --- derived quantities (computed, never stored in the files) ---
@@ -120,9 +134,23 @@ class ChipSpec:
     def clock_hz(self, engine_name: str) -> float:
         return getattr(self, f"{engine_name}_engine_clock_hz")
 
+    def pipeline_latency_cycles(self, engine_name: str) -> int:
+        """Cycles from an instruction's issue interval ending to its results landing (its latency)."""
+        return getattr(self, f"{engine_name}_engine_pipeline_latency_cycles")
+
+    def activation_table(self, function: str) -> str | None:
+        """The activation-table set holding ``function`` (None: it needs no table)."""
+        for name, functions in self.activation_tables.items():
+            if function in functions:
+                return None if name == TABLE_FREE else name
+        raise ChipSpecError(f"chip {self.name}: activation function {function!r} is in no "
+                            f"[activation_tables] set")
+
 
 _META_KEYS = ("name", "neuron_core_version", "nki_target")
-_VALUE_KEYS = tuple(f.name for f in dataclasses.fields(ChipSpec) if f.name not in _META_KEYS + ("sources",))
+_VALUE_KEYS = tuple(f.name for f in dataclasses.fields(ChipSpec)
+                    if f.name not in _META_KEYS + ("sources", "activation_tables"))
+TABLE_FREE = "table_free"  # the [activation_tables] entry of functions that need no table
 _INT_KEYS = frozenset(f.name for f in dataclasses.fields(ChipSpec) if f.type == "int")
 
 
@@ -163,12 +191,43 @@ def _parse(doc: dict, origin: str) -> ChipSpec:
         kwargs[key] = value
         sources[key] = ChipValue(value, entry["status"], entry["source"])
     kwargs["sources"] = MappingProxyType(sources)
+    kwargs["activation_tables"] = _activation_tables(doc.get("activation_tables"), origin)
     spec = ChipSpec(**kwargs)
     if spec.physical_cores_per_chip % spec.default_lnc:
         raise ChipSpecError(f"{origin}: physical_cores_per_chip must be a multiple of default_lnc")
     if spec.partitions % spec.dma_engines:
         raise ChipSpecError(f"{origin}: partitions must be a multiple of dma_engines")
     return spec
+
+
+def _activation_tables(table, origin: str) -> Mapping[str, tuple[str, ...]]:
+    """``[activation_tables]``: status, source, and set name -> list of ScalarE function names."""
+    from neuronsim.sim.ir import ActFunc
+
+    if not isinstance(table, dict):
+        raise ChipSpecError(f"{origin}: a chip file needs an [activation_tables] table "
+                            f"(ScalarE function sets)")
+    if table.get("status") not in VALUE_STATUSES or not str(table.get("source", "")).strip():
+        raise ChipSpecError(f"{origin}: [activation_tables] needs a status in {VALUE_STATUSES} and a source")
+    sets = {k: v for k, v in table.items() if k not in ("status", "source")}
+    if TABLE_FREE not in sets:
+        raise ChipSpecError(f"{origin}: [activation_tables] needs a {TABLE_FREE!r} list "
+                            f"(functions without a table)")
+    seen: dict[str, str] = {}
+    for name, functions in sets.items():
+        if not isinstance(functions, list) or not all(isinstance(f, str) for f in functions):
+            raise ChipSpecError(f"{origin}: [activation_tables] {name} must be a list of function names")
+        for f in functions:
+            if f not in ActFunc.__members__:
+                raise ChipSpecError(f"{origin}: [activation_tables] {name} names unknown function {f!r}; "
+                                    f"known: {sorted(ActFunc.__members__)}")
+            if f in seen:
+                raise ChipSpecError(f"{origin}: [activation_tables] {f!r} is in both {seen[f]} and {name}")
+            seen[f] = name
+    missing = sorted(set(ActFunc.__members__) - set(seen))
+    if missing:
+        raise ChipSpecError(f"{origin}: [activation_tables] puts no set on {missing}")
+    return MappingProxyType({k: tuple(v) for k, v in sets.items()})
 
 
 def load_chip_file(path: str | os.PathLike) -> ChipSpec:

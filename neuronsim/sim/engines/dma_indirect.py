@@ -17,12 +17,11 @@ the kernel line (``oob_mode.error``, the default) before anything is written, or
 (``oob_skip``: a scalar index skips the copy, a vector index skips its partition). Duplicate
 scatter indices: partitions are written in order, the last one wins.
 
-Cost: the transfer as ``dma_copy`` (``dma.transfer_ns``) plus the descriptor generation the DGE
-does at run time (``descriptor_ns``): ``dma_hwdge_instruction_ns`` for a scalar offset (hardware
-DGE, S18), ``dma_swdge_instruction_ns`` for a vector offset (software DGE on GpSimd, S18). The
-schedule cannot know which bytes an indirect side touches, so it orders the instruction against
-the whole indexed tensor (``schedule.py``), as the compiler must; the time itself does not depend
-on the index values here, so it is computed once.
+Cost: the transfer as ``dma_copy`` (``dma.py``); its descriptors are made at run time, so the
+instruction carries ``dge``: ``swdge`` (GpSimd) for a vector offset, ``hwdge`` for a scalar one
+(S18), whose trigger cost ``dma.trigger`` charges. The schedule cannot know which bytes an indirect
+side touches, so it orders the instruction against the whole indexed tensor (``schedule.py``), as
+the compiler must; the time itself does not depend on the index values, so it is computed once.
 """
 
 from __future__ import annotations
@@ -48,13 +47,6 @@ def indexed_side(ins: Instruction) -> AccessPattern:
 
 def other_side(ins: Instruction) -> AccessPattern:
     return ins.srcs[0] if ins.imm["indexed"] == "dst" else ins.dst
-
-
-def descriptor_ns(ins: Instruction, chip: ChipSpec) -> float:
-    """Run-time descriptor generation (S18): hardware DGE for a scalar offset, GpSimd for a vector."""
-    if ins.opcode is not Opcode.DMA_COPY_INDIRECT:
-        return 0.0
-    return chip.dma_swdge_instruction_ns if ins.imm["vector"] else chip.dma_hwdge_instruction_ns
 
 
 def _reach(ap: AccessPattern) -> tuple[int, int]:
@@ -106,7 +98,7 @@ def _check(ins: Instruction, chip: ChipSpec) -> None:
 
 
 def _no_cycles(ins: Instruction, chip: ChipSpec) -> float:
-    return 0.0  # DMA time: dma.transfer_ns + descriptor_ns, charged by the scheduler
+    return 0.0  # DMA time: charged by the scheduler (dma.py)
 
 
 def _moved(ap: AccessPattern, extra: int, partition: int | None = None) -> AccessPattern:

@@ -31,11 +31,18 @@ conventions. Hardware input ranges (S16-shared: sin in [-pi, pi] with no range r
 undocumented and the simulator returns the float64 function's value (libm's sin does full range
 reduction).
 
+Activation tables: a function is computed from a table of its function set (S25: a NEFF lists
+the sets it loads, e.g. ``natural_log_exp_and_others``). Before an activation whose function is
+not in the loaded set, ScalarE loads that set: ``act_table_load_ns`` (~1.33 us in the DMA
+overview's profiles), a step of its own on ScalarE (sim/schedule.py). Which function is in which
+set is chip data (``[activation_tables]``, assumed from the set names).
+
 Cost (S23): ``max(MIN_II, N)`` ScalarE cycles, N = elements per partition, plus
 ``act_read_accumulator_cycles`` (ActReadAccumulator, ~64) with ``reduce``. When data and dst are
 both 16-bit floats the streaming part runs ``scalar_engine_16bit_speedup`` times faster (v4: 256
 lanes for 16-bit, S11): ``max(MIN_II, N / speedup)``. MIN_II is the instruction's fixed overhead and
-the accumulator read-out a separate step, so neither is divided.
+the accumulator read-out a separate step, so neither is divided. That is the issue interval; the
+results land ``scalar_engine_pipeline_latency_cycles`` (~300 ns, fitted) later.
 """
 
 from __future__ import annotations
@@ -302,6 +309,14 @@ def _check_activation(ins: Instruction, chip: ChipSpec) -> None:
                 f"it must be [{data.partitions}, 1]")
     else:
         require(ins.dst2 is None, ins, "has dst2 (reduce_res) but reduce=False")
+
+
+def activation_table(ins: Instruction, chip: ChipSpec) -> str | None:
+    """The activation-table set ``ins`` needs loaded (None for table-free functions and for the
+    arithmetic ScalarE runs without a table); the sets are chip data (``[activation_tables]``)."""
+    if ins.opcode is not Opcode.ACTIVATION:
+        return None
+    return chip.activation_table(act_func(ins).name)
 
 
 def _activation_cycles(ins: Instruction, chip: ChipSpec) -> float:

@@ -13,9 +13,15 @@ Semantics.
   bit-accurate with NaN/Inf, S16), any dtype, ``dst`` of the same dtype. Extra free dims are
   flattened, as NKI does.
 
-Costs (engine cycles; the scheduler divides by the engine clock and applies TensorE throttling):
+Costs (engine cycles; the scheduler divides by the engine clock and applies TensorE throttling).
+Each cost is the instruction's issue interval: back to back, the next instruction starts that long
+after this one; its results land ``tensor_engine_pipeline_latency_cycles`` later (sim/schedule.py).
 
-- matmul: ``max(min(MM_INIT, N_stationary), N_moving)`` with ``MM_INIT = mm_init_latency_cycles``
+- matmul: two steps, as on hardware and in Neuron Explorer's Tensor / TensorMatrix rows.
+  LoadStationary loads the stationary operand into the PE array: ``N_stationary /
+  load_stationary_speedup`` cycles (S20: up to 4x faster than an MM of the same free size), x4 for
+  fp32; it runs in the background, while the previous MultiplyMoving streams. MultiplyMoving:
+  ``max(min(MM_INIT, N_stationary), N_moving)`` with ``MM_INIT = mm_init_latency_cycles``
   (S23, S9), times ``fp32_matmul_cost_factor`` (4) when an input is fp32; tf32 runs at bf16 speed
   (S23), and fp8 x fp8 is charged ``fp8_matmul_cost_factor`` (1: no double_row modelled).
 - TensorE transpose: ``max(P, min(MM_INIT, F))`` (S23: data is the stationary, an identity the
@@ -175,6 +181,15 @@ def _matmul_cycles(ins: Instruction, chip: ChipSpec) -> float:
     stationary, moving = ins.srcs
     base = max(min(chip.mm_init_latency_cycles, stationary.free_size), moving.free_size)
     return float(base) * _matmul_dtype_factor(stationary, moving, chip)
+
+
+def load_stationary_cycles(ins: Instruction, chip: ChipSpec) -> float:
+    """LoadStationary, the step before each nc_matmul's MultiplyMoving: ``N_stationary /
+    load_stationary_speedup`` TensorE cycles (S20: LS up to 4x faster than an MM of the same free
+    size, LS_II ~ 128/4 = 32 cycles), times the same dtype factor as the matmul (x4 for fp32)."""
+    stationary, moving = ins.srcs
+    factor = _matmul_dtype_factor(stationary, moving, chip)
+    return stationary.free_size / chip.load_stationary_speedup * factor
 
 
 def fma_f32_np(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:

@@ -8,7 +8,6 @@ from neuronsim import sim
 from neuronsim.errors import ConstraintError, DtypeError, OutOfBoundsError
 from neuronsim.sim import Opcode, ProgramBuilder
 from neuronsim.sim.chips import get_chip
-from neuronsim.sim.engines.dma import transfer_engines, transfer_ns
 
 EXECUTORS = ["numba", "reference"]
 ROWS, F, P = 200, 64, 128
@@ -111,18 +110,19 @@ def test_oob_skip_leaves_the_partition_untouched(executor):
     np.testing.assert_array_equal(out[5], 0.0)
 
 
-def test_cost_is_the_transfer_plus_descriptor_generation():
-    """S18: a vector_offset transfer pays software DGE (``dma_swdge_instruction_ns``), a scalar one
-    hardware DGE (~600 ns, ``dma_hwdge_instruction_ns``), on top of t = max(fixed, bytes/BW)."""
+def test_descriptors_are_made_at_run_time():
+    """S18: a vector_offset gather needs software DGE (descriptors made on GpSimd), a scalar offset
+    hardware DGE; the trigger occupies that engine (``dma.trigger``)."""
+    from neuronsim.sim.engines.dma import trigger
+    from neuronsim.sim.ir import Engine
     chip = get_chip("trn2")
-    for program, dge in ((_gather(), chip.dma_swdge_instruction_ns),
-                         (_scalar_program(), chip.dma_hwdge_instruction_ns)):
-        prep = sim.prepare(program, chip)
-        k = next(i for i, ins in enumerate(program.instructions) if ins.opcode is Opcode.DMA_COPY_INDIRECT)
-        ins = program.instructions[k]
-        _, engines = transfer_engines(ins, chip, 0)
-        tl = prep.timeline
-        assert tl.end_ns[k] - tl.start_ns[k] == pytest.approx(transfer_ns(ins, chip, engines) + dge)
+    b = ProgramBuilder()
+    table, idx = b.hbm("table", (ROWS, F), "float32"), b.sbuf("idx", (P, 1), "uint32")
+    rows = b.sbuf("rows", (P, F), "float32")
+    for vector, engine in ((True, Engine.GPSIMD), (False, Engine.SYNC)):
+        ins = b.emit(Opcode.DMA_COPY_INDIRECT, rows, [table.ap([[0, P], [1, F]]), idx.ap()], indexed="src",
+                     vector=vector, stride=F, oob_skip=False, dge="swdge" if vector else "hwdge")
+        assert trigger(ins, chip)[0] is engine
 
 
 def test_schedule_orders_the_indirect_side_against_its_whole_tensor():
