@@ -11,6 +11,8 @@ NEURON_SIM_CAST_64BIT = "NEURON_SIM_CAST_64BIT"  # "0": compute float64/int64 op
 NEURON_SIM_COLLECTIVE_TIMEOUT = "NEURON_SIM_COLLECTIVE_TIMEOUT"  # seconds a collective waits for its peers (default 60)
 NEURON_SIM_NKI_HINTS = "NEURON_SIM_NKI_HINTS"  # "0": no migration hints for legacy (neuronxcc.nki) kernels
 NEURON_SIM_CACHE_DIR = "NEURON_SIM_CACHE_DIR"  # Numba's disk cache and the device's C++ library (default ~/.cache/neuronsim/...)
+XDG_CACHE_HOME = "XDG_CACHE_HOME"  # the user's cache directory (XDG base directories), ~/.cache when unset
+CXX = "CXX"  # the C++ compiler that builds the device's library (default: g++, c++ or clang++ on PATH)
 # tests: "1" makes the browser tests fail, not skip, when no Chromium is installed (.ci/run sets it)
 NEURON_SIM_REQUIRE_BROWSER = "NEURON_SIM_REQUIRE_BROWSER"
 

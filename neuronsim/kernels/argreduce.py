@@ -47,12 +47,12 @@ from neuronsim.kernels.bridge import FLOAT_DTYPES
 from neuronsim.kernels.reduction import coalesced, kept_walk, store_columns
 from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, native
 from neuronsim.kernels.tiling import PARTITIONS, coalesce
+from neuronsim.sim.engines.vector_top_k import TOP_K  # max8 / nc_find_index8 results per partition
 from neuronsim.sim.ir import AluOp
 
 A = AluOp
 F32 = nl.float32
 P = PARTITIONS
-TOP_K = 8  # max8 / nc_find_index8 results per partition (and the fewest elements they read)
 CHUNK = 8192  # reduced elements per partition per load: 32 KiB of fp32 (max8 reads up to 16,384)
 MAX_STEPS = 1024  # loads per kernel; past this (tiny awkward dims) the op falls back
 MAX_INDEX = 2**24  # fp32 holds every index below this exactly

@@ -51,10 +51,10 @@ from neuronsim.sim.ir import ActFunc, AluOp
 A = AluOp
 F32 = nl.float32
 DTYPES = (torch.float32, torch.bfloat16)
-Q_TILE = 128  # queries per tile: the partitions
-K_TILE = 512  # keys per forward score tile: one 2 KiB PSUM bank of fp32
-BLOCK = 128  # keys per transpose / P@V contraction (the PE array's rows); backward key tile
-HEAD_DIM_MAX = 128  # a head dim is a contraction (partitions) or a transposed block
+Q_TILE = nl.tile_size.pmax  # queries per tile: the partitions
+K_TILE = nl.tile_size.psum_bank_fmax  # keys per forward score tile: one PSUM bank of fp32
+BLOCK = nl.tile_size.pmax  # keys per transpose / P@V contraction (the PE array's rows); backward key tile
+HEAD_DIM_MAX = nl.tile_size.pmax  # a head dim is a contraction (partitions) or a transposed block
 RESIDENT_BYTES = 96 * 1024  # per partition: a head's K^T and V (forward), a group's Q, dO (backward)
 NEG_BIG = -3.0e38  # floor of the running max: exp(-inf - floor) = 0, never inf - inf
 TINY = 1.0e-30  # floor of the row sum: a fully masked row gives 0 * (1 / TINY) = 0

@@ -33,7 +33,7 @@ from neuronsim.kernels.registry import IN, OUT, Call, Launch, native
 from neuronsim.sim.ir import AluOp
 
 # nc_matmul tile sizes and PSUM banks come from the chip traced for (``nl.tile_size``), in each function.
-PANEL_N = 1024  # columns of an output group: 2 banks wide, so a group is 4 M-tiles tall
+PANEL_BANKS = 2  # PSUM banks across an output group (1024 fp32 columns), so a group is 4 M-tiles tall
 RESIDENT_BYTES = 64 * 1024  # per partition: an operand this small stays in SBUF once loaded
 IN_FLIGHT_BYTES = 48 * 1024  # per partition: operand pieces loaded ahead of TensorE
 # K-steps loaded ahead: a DMA ready early is scheduled early, so loads issued too far ahead in
@@ -69,7 +69,7 @@ def matmul(out, a, b, bias=None):
     N = b.shape[1]
     isz = max(a.dtype.itemsize, b.dtype.itemsize)
     ks = _chunks(0, K, TILE_K)
-    pn = min(N, PANEL_N)
+    pn = min(N, PANEL_BANKS * TILE_N)
     pm = min(M, PSUM_BANKS // -(-pn // TILE_N) * TILE_M)
     keep_a = len(ks) * M * isz <= RESIDENT_BYTES  # the stationary tiles of every group
     keep_b = len(ks) * pn * isz <= RESIDENT_BYTES  # one moving panel, for all its M-groups

@@ -13,9 +13,12 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import neuronsim.nki.language as nl
 from neuronsim.kernels.registry import Declined
 
-PARTITIONS = 128
+# The chip's partitions (chips/*.toml), read when the kernels are imported: every chip file has 128.
+# Kernels that tile by other chip limits read them per trace (norm.py, matmul.py).
+PARTITIONS = nl.tile_size.pmax
 FREE_MAX = 2048  # elements per partition of an element-wise tile: 8 KiB of fp32, DMA-efficient
 MAX_TILES = 1024  # more tiles than this (tiny awkward dims): the op falls back instead
 MAX_FOLDED_DIMS = 2  # outer dims a tile's access pattern may take on (4-dim DMA patterns at most)

@@ -41,7 +41,7 @@ def cache_root() -> Path:
     root = os.environ.get(env.NEURON_SIM_CACHE_DIR)
     if root:
         return Path(root)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "neuronsim" / "numba"
+    return Path(os.environ.get(env.XDG_CACHE_HOME, Path.home() / ".cache")) / "neuronsim" / "numba"
 
 
 def cache_dir() -> Path:

@@ -19,8 +19,8 @@ from neuronsim.sim.chips import ChipSpec, get_chip
 from neuronsim.sim.encoding import encode_instruction, encode_rows
 from neuronsim.sim.engines import OPDEFS, dma_indirect
 from neuronsim.sim.ir import Memory, Program
-from neuronsim.sim.memory.access import RefMemory
 from neuronsim.sim.memory.layout import Placement, place_tensors
+from neuronsim.sim.memory.reference import RefMemory
 from neuronsim.sim.memory.state import CoreMemory, bind_hbm, core_memory, host_pitches
 from neuronsim.sim.schedule import Timeline, schedule_program
 from neuronsim.sim.validate import check_initialized, validate_program

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from neuronsim.sim.engines import OPDEFS
 from neuronsim.sim.ir import Program
-from neuronsim.sim.memory.access import RefMemory
+from neuronsim.sim.memory.reference import RefMemory
 
 
 def execute(program: Program, mem: RefMemory) -> None:

@@ -168,6 +168,8 @@ BITVEC_ALU_OPS = frozenset({
     AluOp.bitwise_and, AluOp.bitwise_or, AluOp.bitwise_xor, AluOp.left_shift, AluOp.right_shift,
     AluOp.invert,
 })
+# Operators that take one input (a second operand is ignored).
+UNARY_ALU_OPS = frozenset({AluOp.abs, AluOp.square, AluOp.relu, AluOp.rsqrt, AluOp.reciprocal, AluOp.invert})
 REDUCE_ALU_OPS = frozenset({AluOp.add, AluOp.multiply, AluOp.maximum, AluOp.minimum, AluOp.abs_max,
                             AluOp.abs_min, AluOp.bitwise_and, AluOp.bitwise_or, AluOp.bitwise_xor,
                             AluOp.logical_and, AluOp.logical_or})

@@ -142,7 +142,7 @@ def _check_start_partition(ins: Instruction, ap: AccessPattern, placement: Place
 def check_initialized(program: Program, placement: Placement, chip: ChipSpec, keep=frozenset()) -> None:
     """Raise on any read of SBUF/PSUM bytes that no earlier instruction wrote (static: APs are fixed).
     Tensors named in ``keep`` hold values from an earlier phase and count as written."""
-    from neuronsim.sim.memory.access import RefMemory
+    from neuronsim.sim.memory.reference import RefMemory
 
     pitch = {Memory.SBUF: chip.sbuf_bytes_per_partition, Memory.PSUM: chip.psum_bytes_per_partition}
     written = {m: np.zeros(chip.partitions * pitch[m], dtype=np.bool_) for m in (Memory.SBUF, Memory.PSUM)}

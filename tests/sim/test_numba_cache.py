@@ -40,7 +40,7 @@ from neuronsim.sim.chips import get_chip
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import AccessPattern as AP, OPCODE_ENGINES, Memory
 from neuronsim.sim.memory.state import core_memory
-from neuronsim.sim.engines import vector
+from neuronsim.sim.engines.vector_copy import _nb_copy_predicated, _nb_select
 
 CHIP = get_chip("trn2")
 DMA = OPCODE_ENGINES[Opcode.DMA_COPY][0]
@@ -93,7 +93,7 @@ def case(name, tensors, make, seed):
     assert prep.placement.byte_offset == before.prepared.placement.byte_offset
     hbm = {t.id: arrays[t.name] for t in full.tensors if t.memory is Memory.HBM}
     bases = core_memory(prep.chip).executor_bases(full, prep.placement, hbm)
-    kernel = vector._nb_copy_predicated if op is Opcode.TENSOR_COPY_PREDICATED else vector._nb_select
+    kernel = _nb_copy_predicated if op is Opcode.TENSOR_COPY_PREDICATED else _nb_select
     kernel(prep.itab[-1], prep.ftab[-1], bases)
     got = dst_bytes(before)
     return bool(np.array_equal(got, want))
@@ -132,7 +132,7 @@ for pred_dtype in ("uint16", "int16", "int8", "uint8", "int32"):
             name = f"select_{pred_dtype}_{out_dtype}_{parts}x{free}"
             cases[name] = case(name, tensors, make, len(cases))
 stats = {k: {"hits": sum(f.stats.cache_hits.values()), "misses": sum(f.stats.cache_misses.values())}
-         for k, f in (("copy_predicated", vector._nb_copy_predicated), ("select", vector._nb_select))}
+         for k, f in (("copy_predicated", _nb_copy_predicated), ("select", _nb_select))}
 print(json.dumps({"cases": cases, "stats": stats}))
 '''
 

@@ -32,12 +32,12 @@ def cache_dir() -> Path:
     root = os.environ.get(env.NEURON_SIM_CACHE_DIR)
     if root:
         return Path(root)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "neuronsim"
+    return Path(os.environ.get(env.XDG_CACHE_HOME) or Path.home() / ".cache") / "neuronsim"
 
 
 def find_compiler() -> str:
     """``$CXX`` if set, else the first of g++, c++, clang++ on PATH."""
-    chosen = os.environ.get("CXX")
+    chosen = os.environ.get(env.CXX)
     if chosen:
         found = shutil.which(chosen)
         if found is None:

@@ -29,7 +29,9 @@ from neuronsim.nki.isa.enums import (
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.sim.dtypes import DType
+from neuronsim.sim.engines.vector_bn import BN_AGGR_FIELDS, BN_STATS_FIELDS, BN_TUPLE
 from neuronsim.sim.engines.vector_rng import RNG_DTYPES, STREAM_PERIOD
+from neuronsim.sim.engines.vector_top_k import TOP_K, TOP_K_FREE_MAX
 from neuronsim.sim.ir import AluOp, Engine, Memory, Opcode
 
 
@@ -326,8 +328,8 @@ def bn_stats(dst, data, name=None):
             f"data {_describe(data)} has {data.free_size} elements per partition; the limit is {limit} "
             f"(nl.tile_size.bn_stats_fmax)",
         )
-    if dst.partitions != data.partitions or dst.free_size != 6:
-        raise _fail(fn, f"dst must be [{data.partitions}, 6]; got {_describe(dst)}")
+    if dst.partitions != data.partitions or dst.free_size != BN_STATS_FIELDS:
+        raise _fail(fn, f"dst must be [{data.partitions}, {BN_STATS_FIELDS}]; got {_describe(dst)}")
     emit(fn, Opcode.BN_STATS, Engine.VECTOR, dst, (data,), {}, name=name, roles=("data",))
 
 
@@ -335,10 +337,11 @@ def bn_aggr(dst, data, name=None):
     """Aggregate ``bn_stats`` outputs into ``dst`` [P, 2] = (mean, variance), on VectorE."""
     fn = "bn_aggr"
     dst, data = _tile(dst, "dst", fn), _tile(data, "data", fn)
-    if data.free_size % 6 and data.free_size % 3:
-        raise _fail(fn, f"data {_describe(data)} must hold bn_stats results (a multiple of 6 per partition)")
-    if dst.partitions != data.partitions or dst.free_size != 2:
-        raise _fail(fn, f"dst must be [{data.partitions}, 2]; got {_describe(dst)}")
+    if data.free_size % BN_TUPLE:  # bn_stats' rows are two such tuples
+        raise _fail(fn, f"data {_describe(data)} must hold bn_stats results (a multiple of {BN_STATS_FIELDS} "
+                    f"per partition)")
+    if dst.partitions != data.partitions or dst.free_size != BN_AGGR_FIELDS:
+        raise _fail(fn, f"dst must be [{data.partitions}, {BN_AGGR_FIELDS}]; got {_describe(dst)}")
     emit(fn, Opcode.BN_AGGR, Engine.VECTOR, dst, (data,), {}, name=name, roles=("data",))
 
 
@@ -346,10 +349,10 @@ def max8(dst, src, name=None):
     """The 8 largest values of each partition of ``src``, descending, into ``dst`` [P, 8] (VectorE)."""
     fn = "max8"
     dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
-    if not 8 <= src.free_size <= 16384:
-        raise _fail(fn, f"src {_describe(src)} must have 8 to 16384 elements per partition")
-    if dst.partitions != src.partitions or dst.free_size != 8:
-        raise _fail(fn, f"dst must be [{src.partitions}, 8]; got {_describe(dst)}")
+    if not TOP_K <= src.free_size <= TOP_K_FREE_MAX:
+        raise _fail(fn, f"src {_describe(src)} must have {TOP_K} to {TOP_K_FREE_MAX} elements per partition")
+    if dst.partitions != src.partitions or dst.free_size != TOP_K:
+        raise _fail(fn, f"dst must be [{src.partitions}, {TOP_K}]; got {_describe(dst)}")
     emit(fn, Opcode.MAX8, Engine.VECTOR, dst, (src,), {}, name=name)
 
 
@@ -357,8 +360,9 @@ def nc_find_index8(dst, data, vals, name=None):
     """Index of the first occurrence of each of the 8 ``vals`` in each partition of ``data`` (VectorE)."""
     fn = "nc_find_index8"
     dst, data, vals = _tile(dst, "dst", fn), _tile(data, "data", fn), _tile(vals, "vals", fn)
-    if vals.free_size != 8 or dst.free_size != 8:
-        raise _fail(fn, f"vals and dst need 8 elements per partition ({_describe(vals)}, {_describe(dst)})")
+    if vals.free_size != TOP_K or dst.free_size != TOP_K:
+        raise _fail(fn, f"vals and dst need {TOP_K} elements per partition ({_describe(vals)}, "
+                    f"{_describe(dst)})")
     emit(fn, Opcode.NC_FIND_INDEX8, Engine.VECTOR, dst, (data, vals), {}, name=name, roles=("data", "vals"))
 
 

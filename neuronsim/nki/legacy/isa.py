@@ -186,8 +186,9 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
     shape = (_free(s), _free(m))
 
     def emit(dst, accumulate, s=None, m=None):
-        s = _t(stationary) if s is None else s
-        m = _t(moving) if m is None else m
+        # TensorE reads SBUF only: an operand in PSUM (an nc_transpose result) is copied out first
+        s = _lt.sbuf_operand(_t(stationary) if s is None else s, "nc_matmul.psum_copy")
+        m = _lt.sbuf_operand(_t(moving) if m is None else m, "nc_matmul.psum_copy")
         _isa.nc_matmul(dst, s, m, is_stationary_onezero, is_moving_onezero, is_transpose,
                        accumulate=accumulate, tile_position=tile_position, tile_size=tile_size)
 

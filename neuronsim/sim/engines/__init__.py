@@ -1,9 +1,24 @@
 """The engines. Each module owns its instructions: checks, semantics and cost side by side."""
 
-from neuronsim.sim.engines import dma, dma_indirect, gpsimd, mx, scalar, tensor, vector, vector_reduce, vector_rng
+from neuronsim.sim.engines import (
+    dma,
+    dma_indirect,
+    gpsimd,
+    mx,
+    scalar,
+    tensor,
+    vector_bn,
+    vector_copy,
+    vector_reduce,
+    vector_rng,
+    vector_tensor_scalar,
+    vector_tensor_tensor,
+    vector_top_k,
+)
 from neuronsim.sim.engines.common import OpDef
 
-ENGINE_MODULES = (tensor, vector, vector_reduce, vector_rng, scalar, gpsimd, dma, dma_indirect, mx)
+ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
+                  vector_top_k, vector_rng, scalar, gpsimd, dma, dma_indirect, mx)
 
 
 def _collect() -> dict:

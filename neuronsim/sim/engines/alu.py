@@ -4,7 +4,12 @@ Arithmetic is fp32: each operator takes fp32 operands and returns an fp32 result
 Operators with no exact fp32 form (power, rsqrt) are computed in float64 and rounded to fp32, so
 the Numba and numpy versions agree bit for bit. NaN in, NaN out for max/min. Comparisons and
 logical operators return 1.0 or 0.0. Bit operators work on integers and wrap to the
-destination's width, as an integer ALU does.
+destination's width, as an integer ALU does. GpSimd's native integer arithmetic (``native_int``)
+computes the arithmetic and comparison operators exactly on int32/uint32 values, wrapped the same way.
+
+Each operator has a Numba form (one element) and a numpy form (arrays, for the reference executor),
+and the loops the elementwise families share run an operator over a buffer with the dispatch on the
+operator outside the loop.
 """
 
 from __future__ import annotations
@@ -31,16 +36,30 @@ _SHL, _SHR, _INV = int(AluOp.left_shift), int(AluOp.right_shift), int(AluOp.inve
 
 _F32_NAN = np.float32(np.nan)
 
+# Operators GpSimd computes natively on int32/uint32 tiles (tensor_tensor, S16).
+NATIVE_INT_ALU_OPS = frozenset({
+    AluOp.bypass, AluOp.add, AluOp.subtract, AluOp.multiply, AluOp.maximum, AluOp.minimum,
+    AluOp.abs_max, AluOp.abs_min, AluOp.equal, AluOp.not_equal, AluOp.greater, AluOp.greater_equal,
+    AluOp.less, AluOp.less_equal, AluOp.logical_and, AluOp.logical_or, AluOp.logical_xor,
+})
+NATIVE_INT_DTYPES = frozenset({DType.int32, DType.uint32})
+
+# How an elementwise instruction computes (an int immediate of its encoded row): fp32 ALU
+# operators, bit operators on integers, or GpSimd's native integer arithmetic.
+MODE_FLOAT, MODE_BITVEC, MODE_NATIVE_INT = 0, 1, 2
+
 
 @njit(cache=True, inline="always")
-def _max(a, b):
+def max_f32(a, b):
+    """NaN-propagating fp32 maximum."""
     if a != a or b != b:
         return _F32_NAN
     return a if a >= b else b
 
 
 @njit(cache=True, inline="always")
-def _min(a, b):
+def min_f32(a, b):
+    """NaN-propagating fp32 minimum."""
     if a != a or b != b:
         return _F32_NAN
     return a if a <= b else b
@@ -69,9 +88,9 @@ def alu_f32(op, a, b):
     if op == _DIV:
         return _div(a, b)
     if op == _MAX:
-        return _max(a, b)
+        return max_f32(a, b)
     if op == _MIN:
-        return _min(a, b)
+        return min_f32(a, b)
     if op == _BYPASS:
         return a
     if op == _POW:
@@ -95,9 +114,9 @@ def alu_f32(op, a, b):
     if op == _LXOR:
         return one if ((a != 0) != (b != 0)) else zero
     if op == _AMAX:
-        return _max(abs(a), abs(b))
+        return max_f32(abs(a), abs(b))
     if op == _AMIN:
-        return _min(abs(a), abs(b))
+        return min_f32(abs(a), abs(b))
     if op == _ABS:
         return abs(a)
     if op == _SQUARE:
@@ -177,6 +196,194 @@ def alu_int(op, a, b, code):
     else:
         r = 0
     return wrap_int(r, code)
+
+
+# ---------------------------------------------------------------- loops (operator loop-invariant)
+#
+# Elementwise kernels stream a tile through cache-sized blocks of partitions (``access.block_rows``):
+# read the block of each input into an fp32 (or int64) buffer, compute in place with these loops,
+# write the block. Each loop runs one operator over the whole buffer, the dispatch on ``op`` outside
+# the loop and the common operators as plain loops that LLVM vectorizes. Operand ranges of one
+# partition count either coincide or are disjoint (the start partition rule), so block order is
+# invisible and the result equals the reference's read-everything-then-write.
+
+@njit(cache=True)
+def combine_f32(op, x, y, reverse):
+    """``x[j] = x[j] op y[j]`` (``y[j] op x[j]`` when reversed), fp32."""
+    n = x.size
+    if op == _ADD:
+        for j in range(n):
+            x[j] = x[j] + y[j]
+    elif op == _MUL:
+        for j in range(n):
+            x[j] = x[j] * y[j]
+    elif op == _SUB and not reverse:
+        for j in range(n):
+            x[j] = x[j] - y[j]
+    elif reverse:
+        for j in range(n):
+            x[j] = alu_f32(op, y[j], x[j])
+    else:
+        for j in range(n):
+            x[j] = alu_f32(op, x[j], y[j])
+
+
+@njit(cache=True)
+def apply_rows_f32(op, x, s, n, reverse):
+    """``x[b, j] = x[b, j] op s[b]`` (``s[b] op x[b, j]`` when reversed) over rows of ``n``, fp32."""
+    if op == _ADD:
+        for b in range(s.size):
+            sb = s[b]
+            for j in range(b * n, (b + 1) * n):
+                x[j] = x[j] + sb
+    elif op == _MUL:
+        for b in range(s.size):
+            sb = s[b]
+            for j in range(b * n, (b + 1) * n):
+                x[j] = x[j] * sb
+    elif op == _SUB and not reverse:
+        for b in range(s.size):
+            sb = s[b]
+            for j in range(b * n, (b + 1) * n):
+                x[j] = x[j] - sb
+    elif reverse:
+        for b in range(s.size):
+            sb = s[b]
+            for j in range(b * n, (b + 1) * n):
+                x[j] = alu_f32(op, sb, x[j])
+    else:
+        for b in range(s.size):
+            sb = s[b]
+            for j in range(b * n, (b + 1) * n):
+                x[j] = alu_f32(op, x[j], sb)
+
+
+@njit(cache=True, inline="always")
+def bit_op(op, a, b, code):
+    """A bit operator, or ``a`` unchanged for bypass (tensor_scalar's absent op1 slot)."""
+    return a if op == _BYPASS else alu_int(op, a, b, code)
+
+
+@njit(cache=True)
+def combine_int(op, x, y, reverse, code):
+    """``x[j] = x[j] op y[j]`` (``y[j] op x[j]`` when reversed), bit operators on integers."""
+    if reverse:
+        for j in range(x.size):
+            x[j] = bit_op(op, y[j], x[j], code)
+    else:
+        for j in range(x.size):
+            x[j] = bit_op(op, x[j], y[j], code)
+
+
+@njit(cache=True)
+def apply_rows_int(op, x, s, n, reverse, code):
+    """``apply_rows_f32`` for bit operators on integers."""
+    if reverse:
+        for b in range(s.size):
+            for j in range(b * n, (b + 1) * n):
+                x[j] = bit_op(op, s[b], x[j], code)
+    else:
+        for b in range(s.size):
+            for j in range(b * n, (b + 1) * n):
+                x[j] = bit_op(op, x[j], s[b], code)
+
+
+@njit(cache=True)
+def native_int(op, a, b, code):
+    """GpSimd's native integer ``a op b`` (NATIVE_INT_ALU_OPS), wrapped to the dtype ``code``."""
+    if op == _ADD:
+        r = a + b
+    elif op == _SUB:
+        r = a - b
+    elif op == _MUL:
+        r = a * b  # int64 wraparound keeps the low 32 bits exact
+    elif op == _MAX:
+        r = a if a >= b else b
+    elif op == _MIN:
+        r = a if a <= b else b
+    elif op == _AMAX:
+        r = max(abs(a), abs(b))
+    elif op == _AMIN:
+        r = min(abs(a), abs(b))
+    elif op == _EQ:
+        r = np.int64(a == b)
+    elif op == _NE:
+        r = np.int64(a != b)
+    elif op == _GT:
+        r = np.int64(a > b)
+    elif op == _GE:
+        r = np.int64(a >= b)
+    elif op == _LT:
+        r = np.int64(a < b)
+    elif op == _LE:
+        r = np.int64(a <= b)
+    elif op == _LAND:
+        r = np.int64(a != 0 and b != 0)
+    elif op == _LOR:
+        r = np.int64(a != 0 or b != 0)
+    elif op == _LXOR:
+        r = np.int64((a != 0) != (b != 0))
+    else:  # bypass
+        r = a
+    return wrap_int(r, code)
+
+
+@njit(cache=True)
+def combine_native_int(op, x, y, code):
+    """``x[j] = native_int(op, x[j], y[j])``."""
+    for j in range(x.size):
+        x[j] = native_int(op, x[j], y[j], code)
+
+
+@njit(cache=True, inline="always")
+def alu_step(op, x, s, reverse):
+    """``x op s`` (``s op x`` reversed) in fp32; the common ops without the ALU dispatch."""
+    if op == _ADD:
+        return x + s
+    if op == _MUL:
+        return x * s
+    if op == _SUB and not reverse:
+        return x - s
+    if op == _DIV:  # IEEE division is alu's divide (x / +-0 = +-inf, 0 / 0 = NaN), with no
+        return np.true_divide(s, x) if reverse else np.true_divide(x, s)  # ZeroDivisionError branch
+    return alu_f32(op, s, x) if reverse else alu_f32(op, x, s)
+
+
+# ---------------------------------------------------------------- fold identities
+#
+# A fold (tensor_reduce, GpSimd tensor_partition_reduce) starts from its operator's identity.
+F32_IDENTITY = {
+    AluOp.add: -0.0,  # -0.0 + x == x for every x, including -0.0
+    AluOp.multiply: 1.0,
+    AluOp.maximum: -math.inf,
+    AluOp.minimum: math.inf,
+    AluOp.abs_max: 0.0,
+    AluOp.abs_min: math.inf,
+    AluOp.logical_and: 1.0,
+    AluOp.logical_or: 0.0,
+}
+INT_IDENTITY = {AluOp.bitwise_and: -1, AluOp.bitwise_or: 0, AluOp.bitwise_xor: 0}
+
+
+@njit(cache=True)
+def identity_f32(op):
+    """The value a fold over ``op`` starts from, so one element folds to ``op(identity, x)``."""
+    if op == _ADD:
+        return np.float32(-0.0)
+    if op == _MUL or op == _LAND:
+        return np.float32(1.0)
+    if op == _MAX:
+        return np.float32(-np.inf)
+    if op == _MIN or op == _AMIN:
+        return np.float32(np.inf)
+    return np.float32(0.0)  # abs_max, logical_or
+
+
+@njit(cache=True)
+def identity_int(op):
+    if op == _BAND:
+        return np.int64(-1)
+    return np.int64(0)
 
 
 # ---------------------------------------------------------------- numpy reference
@@ -282,3 +489,33 @@ def alu_int_np(op: AluOp, a: np.ndarray, b, dtype: DType) -> np.ndarray:
     else:
         raise ValueError(op)
     return wrap_int_np(r, dtype)
+
+
+def native_int_np(op: AluOp, a: np.ndarray, b: np.ndarray, dtype: DType) -> np.ndarray:
+    """Reference of :func:`native_int` on int64 arrays."""
+    op = AluOp(op)
+    with np.errstate(over="ignore"):
+        table = {
+            AluOp.add: lambda: a + b,
+            AluOp.subtract: lambda: a - b,
+            AluOp.multiply: lambda: a * b,
+            AluOp.maximum: lambda: np.maximum(a, b),
+            AluOp.minimum: lambda: np.minimum(a, b),
+            AluOp.abs_max: lambda: np.maximum(np.abs(a), np.abs(b)),
+            AluOp.abs_min: lambda: np.minimum(np.abs(a), np.abs(b)),
+            AluOp.equal: lambda: (a == b).astype(np.int64),
+            AluOp.not_equal: lambda: (a != b).astype(np.int64),
+            AluOp.greater: lambda: (a > b).astype(np.int64),
+            AluOp.greater_equal: lambda: (a >= b).astype(np.int64),
+            AluOp.less: lambda: (a < b).astype(np.int64),
+            AluOp.less_equal: lambda: (a <= b).astype(np.int64),
+            AluOp.logical_and: lambda: ((a != 0) & (b != 0)).astype(np.int64),
+            AluOp.logical_or: lambda: ((a != 0) | (b != 0)).astype(np.int64),
+            AluOp.logical_xor: lambda: ((a != 0) != (b != 0)).astype(np.int64),
+            AluOp.bypass: lambda: a,
+        }
+        return wrap_int_np(np.asarray(table[op](), dtype=np.int64), dtype)
+
+
+def bit_op_np(op: AluOp, a: np.ndarray, b: np.ndarray, dtype: DType) -> np.ndarray:
+    return np.asarray(a, dtype=np.int64) if op is AluOp.bypass else alu_int_np(op, a, b, dtype)

@@ -36,15 +36,9 @@ from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.encoding import DST, SRC0
 from neuronsim.sim.engines.common import OpDef, fail, no_immediates, require, require_operands
 from neuronsim.sim.ir import AccessPattern, Engine, Instruction, Memory, Opcode
-from neuronsim.sim.memory.access import (
-    F_DTYPE,
-    F_PARTS,
-    RefMemory,
-    copy_raw,
-    gather_f32,
-    scatter_f32,
-    transpose_raw,
-)
+from neuronsim.sim.memory.access import F_DTYPE, F_PARTS, gather_f32, scatter_f32
+from neuronsim.sim.memory.copy import copy_raw, transpose_raw
+from neuronsim.sim.memory.reference import RefMemory
 
 # Descriptor generation (S18, nki.isa.dge_mode) and which sequencers may trigger each mode.
 DGE_MODES = ("unknown", "none", "swdge", "hwdge")

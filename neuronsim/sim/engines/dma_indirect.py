@@ -36,7 +36,8 @@ from neuronsim.sim.encoding import DST, IMM, SRC0, SRC1
 from neuronsim.sim.engines.common import OpDef, fail, require, require_operands
 from neuronsim.sim.engines.dma import _nb_copy
 from neuronsim.sim.ir import AccessPattern, Instruction, Memory, Opcode
-from neuronsim.sim.memory.access import F_DTYPE, F_PARTS, F_PITCH, F_START, ITEMSIZE, RefMemory, gather_i64
+from neuronsim.sim.memory.access import F_DTYPE, F_PARTS, F_PITCH, F_START, ITEMSIZE, gather_i64
+from neuronsim.sim.memory.reference import RefMemory
 
 INDEX_DTYPES = frozenset({DType.int32, DType.uint32, DType.int16, DType.uint16})
 

@@ -30,15 +30,30 @@ from neuronsim.errors import DtypeError
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.encoding import DST, IMM, SRC0
-from neuronsim.sim.engines.alu import alu_f32, alu_int, alu_int_np, alu_np
-from neuronsim.sim.engines.common import OpDef, fail, require, require_operands, require_same_shape
-from neuronsim.sim.engines.vector import NATIVE_INT_DTYPES, native_int, native_int_np
-from neuronsim.sim.engines.vector_reduce import alu_imm, identity_f32, identity_int, require_imm_keys
+from neuronsim.sim.engines.alu import (
+    NATIVE_INT_DTYPES,
+    alu_f32,
+    alu_int,
+    alu_int_np,
+    alu_np,
+    identity_f32,
+    identity_int,
+    native_int,
+    native_int_np,
+)
+from neuronsim.sim.engines.common import (
+    OpDef,
+    alu_immediate,
+    fail,
+    require,
+    require_known_immediates,
+    require_operands,
+    require_same_shape,
+)
 from neuronsim.sim.ir import BITVEC_ALU_OPS, MAX_FREE_DIMS, AluOp, Instruction, Opcode
 from neuronsim.sim.memory.access import (
     F_DTYPE,
     F_PARTS,
-    RefMemory,
     gather_f32,
     gather_i64,
     gather_raw,
@@ -47,6 +62,7 @@ from neuronsim.sim.memory.access import (
     scatter_raw,
 )
 from neuronsim.sim.memory.numerics import encode
+from neuronsim.sim.memory.reference import RefMemory
 
 # S9: each of the 8 GpSimd cores is wired to 16 consecutive partitions. (An ISA/architecture fact
 # of every generation so far; it belongs in the chip files once ChipSpec has a key for it.)
@@ -152,7 +168,7 @@ _PATTERN_IMM = frozenset({"pattern", "offset", "channel_multiplier"})
 
 
 def _check_iota(ins: Instruction, chip: ChipSpec) -> None:
-    require_imm_keys(ins, _PATTERN_IMM)
+    require_known_immediates(ins, _PATTERN_IMM)
     require_operands(ins, 0)
     _check_pattern(ins)
 
@@ -181,11 +197,11 @@ def _nb_iota(row, frow, bases):
 # ---------------------------------------------------------------- affine_select
 
 def _check_affine_select(ins: Instruction, chip: ChipSpec) -> None:
-    require_imm_keys(ins, _PATTERN_IMM | {"cmp_op", "on_false_value"})
+    require_known_immediates(ins, _PATTERN_IMM | {"cmp_op", "on_false_value"})
     require_operands(ins, 1)
     require_same_shape(ins, ins.dst, ins.srcs[0], "dst", "on_true")
     _check_pattern(ins)
-    op = alu_imm(ins, "cmp_op", AluOp.equal)
+    op = alu_immediate(ins, "cmp_op", AluOp.equal)
     require(op in COMPARE_OPS, ins, f"cmp_op={op.name} is not a comparison; allowed: "
             f"{', '.join(sorted(o.name for o in COMPARE_OPS))}")
     value = ins.imm.get("on_false_value")
@@ -208,7 +224,7 @@ def _false_raw(ins: Instruction) -> np.ndarray:
 def _ref_affine_select(ins: Instruction, mem: RefMemory) -> None:
     """dst = on_true where cmp_op(value(p, i), 0), else on_false_value (S16). When dst and on_true
     share a dtype the selected elements move bit for bit; otherwise through fp32 (S16)."""
-    keep = _compare_np(alu_imm(ins, "cmp_op", AluOp.equal), affine_values_np(ins))
+    keep = _compare_np(alu_immediate(ins, "cmp_op", AluOp.equal), affine_values_np(ins))
     on_true = ins.srcs[0]
     if on_true.dtype == ins.dst.dtype:
         mem.write_raw(ins.dst, np.where(keep, mem.read_raw(on_true), _false_raw(ins)))
@@ -219,7 +235,7 @@ def _ref_affine_select(ins: Instruction, mem: RefMemory) -> None:
 def _enc_affine_select(ins: Instruction) -> tuple[list[int], list[float]]:
     raw = _false_raw(ins)
     bits = int(raw.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[raw.itemsize])[0, 0])
-    ints = _affine_immediates(ins) + [int(alu_imm(ins, "cmp_op", AluOp.equal)), bits]
+    ints = _affine_immediates(ins) + [int(alu_immediate(ins, "cmp_op", AluOp.equal)), bits]
     return ints, [float(ins.imm["on_false_value"])]
 
 
@@ -267,10 +283,10 @@ def _nb_affine_select(row, frow, bases):
 # ---------------------------------------------------------------- tensor_partition_reduce
 
 def _check_partition_reduce(ins: Instruction, chip: ChipSpec) -> None:
-    require_imm_keys(ins, frozenset({"op"}))
+    require_known_immediates(ins, frozenset({"op"}))
     require_operands(ins, 1)
     data, dst = ins.srcs[0], ins.dst
-    op = alu_imm(ins, "op")
+    op = alu_immediate(ins, "op")
     require(op in PARTITION_REDUCE_OPS, ins, f"op={op.name} is not allowed here; allowed: "
             f"{', '.join(sorted(o.name for o in PARTITION_REDUCE_OPS))}")
     require(dst.partitions == 1 and dst.free_size == data.free_size, ins,
@@ -295,8 +311,8 @@ _PR_FLOAT, _PR_BITVEC, _PR_NATIVE_INT = 0, 1, 2
 
 def _partition_reduce_mode(ins: Instruction) -> int:
     """Bit operators work on the integers; add/max on int32/uint32 data and dst use GpSimd's native
-    32-bit integer arithmetic (S9, as tensor_tensor on GpSimd in vector.py); the rest is fp32."""
-    if alu_imm(ins, "op") in BITVEC_ALU_OPS:
+    32-bit integer arithmetic (S9, as tensor_tensor on GpSimd: ``alu.native_int``); the rest is fp32."""
+    if alu_immediate(ins, "op") in BITVEC_ALU_OPS:
         return _PR_BITVEC
     if ins.srcs[0].dtype in NATIVE_INT_DTYPES and ins.dst.dtype in NATIVE_INT_DTYPES:
         return _PR_NATIVE_INT
@@ -307,7 +323,7 @@ def _ref_partition_reduce(ins: Instruction, mem: RefMemory) -> None:
     """dst[0, j] = op folded over partitions 0, 1, ..., P-1 of data[:, j], in partition order,
     starting from op's identity; integer results wrap to dst's width."""
     data, dst = ins.srcs[0], ins.dst
-    op = alu_imm(ins, "op")
+    op = alu_immediate(ins, "op")
     mode = _partition_reduce_mode(ins)
     if mode != _PR_FLOAT:
         x = mem.read_int(data)
@@ -328,7 +344,7 @@ def _ref_partition_reduce(ins: Instruction, mem: RefMemory) -> None:
 
 
 def _enc_partition_reduce(ins: Instruction) -> tuple[list[int], list[float]]:
-    return [int(alu_imm(ins, "op")), _partition_reduce_mode(ins)], []
+    return [int(alu_immediate(ins, "op")), _partition_reduce_mode(ins)], []
 
 
 _I64_MIN = np.iinfo(np.int64).min

@@ -45,13 +45,13 @@ from neuronsim.sim.memory.access import (
     F_PARTS,
     F_PITCH,
     F_START,
-    RefMemory,
     gather_f32,
     gather_raw,
     scatter_f32,
     scatter_raw,
 )
 from neuronsim.sim.memory.numerics import _encode_e4m3fn, _encode_e5m2, encode
+from neuronsim.sim.memory.reference import RefMemory
 
 FMT_E4M3FN, FMT_E5M2, FMT_E2M1FN = 0, 1, 2
 FORMAT_NAMES = {FMT_E4M3FN: "float8_e4m3fn_x4", FMT_E5M2: "float8_e5m2_x4", FMT_E2M1FN: "float4_e2m1fn_x4"}

@@ -79,11 +79,9 @@ from neuronsim.sim.engines.transcendentals import (
 from neuronsim.sim.ir import ActFunc, Instruction, Opcode
 from neuronsim.sim.memory.access import (
     AP_WIDTH,
-    RefMemory,
     ap_free,
     ap_parts,
     block_rows,
-    copy_raw,
     f32_row,
     f32_rows,
     gather_f32,
@@ -95,7 +93,9 @@ from neuronsim.sim.memory.access import (
     u32_row,
     u32_rows,
 )
+from neuronsim.sim.memory.copy import copy_raw
 from neuronsim.sim.memory.numerics import canonical_f32_bits
+from neuronsim.sim.memory.reference import RefMemory
 
 _ACTIVATION_IMM = frozenset({"func", "scale", "bias", "bias_is_tile", "scale_is_tile", "reduce"})
 _COPIES = frozenset({ActFunc.copy, ActFunc.identity})

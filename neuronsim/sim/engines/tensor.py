@@ -52,16 +52,10 @@ from neuronsim.sim.engines.common import (
     require_operands,
 )
 from neuronsim.sim.ir import AccessPattern, Engine, Instruction, Memory, Opcode
-from neuronsim.sim.memory.access import (
-    RefMemory,
-    ap_parts,
-    f32_rows,
-    gather_f32,
-    row_offsets,
-    scatter_f32,
-    transpose_raw,
-)
+from neuronsim.sim.memory.access import ap_parts, f32_rows, gather_f32, row_offsets, scatter_f32
+from neuronsim.sim.memory.copy import transpose_raw
 from neuronsim.sim.memory.numerics import CANONICAL_NAN_BITS, canonical_f32
+from neuronsim.sim.memory.reference import RefMemory
 
 # S16: nc_matmul inputs. float8_e4m3fn exists from NeuronCore-v4 (gen4) on; fp32/tf32 only pair
 # with fp32/tf32.

@@ -36,10 +36,19 @@ from neuronsim.errors import DtypeError
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.encoding import DST, IMM, SRC0, SRC1, SRC2
-from neuronsim.sim.engines.common import OpDef, fail, require, require_operands, require_same_shape
-from neuronsim.sim.engines.vector import _cycles, _require_free_limit, _require_known_immediates
+from neuronsim.sim.engines.common import (
+    OpDef,
+    elementwise_cycles,
+    fail,
+    require,
+    require_free_limit,
+    require_known_immediates,
+    require_operands,
+    require_same_shape,
+)
 from neuronsim.sim.ir import AccessPattern, Instruction, Opcode
-from neuronsim.sim.memory.access import RefMemory, ap_free, ap_parts, gather_f32, gather_raw, scatter_raw
+from neuronsim.sim.memory.access import ap_free, ap_parts, gather_f32, gather_raw, scatter_raw
+from neuronsim.sim.memory.reference import RefMemory
 
 RNG_DTYPES = frozenset({DType.int8, DType.int16, DType.int32, DType.uint8, DType.uint16, DType.uint32})
 STREAM_PERIOD = 2**32  # stream positions wrap (a 32-bit counter)
@@ -118,19 +127,19 @@ def _key_nb(row, at, bases):
 # ---------------------------------------------------------------- rng
 
 def _check_rng(ins: Instruction, chip: ChipSpec) -> None:
-    _require_known_immediates(ins, frozenset({"offset"}))
+    require_known_immediates(ins, frozenset({"offset"}))
     require_operands(ins, 1)
     if ins.dst.dtype not in RNG_DTYPES:
         raise fail(ins, f"dst is {ins.dst.dtype.name}; rng writes an integer dtype: "
                    f"{', '.join(sorted(d.name for d in RNG_DTYPES))} (S16)", DtypeError)
     _require_state(ins, ins.srcs[0])
     _require_offset(ins)
-    _require_free_limit(ins, chip)
+    require_free_limit(ins, chip)
 
 
 def _cycles_rng(ins: Instruction, chip: ChipSpec) -> float:
     """``max(MIN_II, N)`` on VectorE or GpSimd (assumed, as memset: one tile written). Stride penalty."""
-    return _cycles(ins, chip, ins.dst.free_size)
+    return elementwise_cycles(ins, chip, ins.dst.free_size)
 
 
 def _ref_rng(ins: Instruction, mem: RefMemory) -> None:
@@ -157,7 +166,7 @@ def _nb_rng(row, frow, bases):
 # ---------------------------------------------------------------- dropout
 
 def _check_dropout(ins: Instruction, chip: ChipSpec) -> None:
-    _require_known_immediates(ins, frozenset({"offset", "prob", "prob_is_tile"}))
+    require_known_immediates(ins, frozenset({"offset", "prob", "prob_is_tile"}))
     is_tile = bool(ins.imm.get("prob_is_tile", False))
     require_operands(ins, 3 if is_tile else 2)
     data, state = ins.srcs[0], ins.srcs[1]
@@ -179,12 +188,12 @@ def _check_dropout(ins: Instruction, chip: ChipSpec) -> None:
         value = ins.imm.get("prob")
         require(isinstance(value, numbers.Real) and not isinstance(value, bool), ins,
                 f"prob={value!r} must be a number (or a [P, 1] tile with prob_is_tile=True)")
-    _require_free_limit(ins, chip)
+    require_free_limit(ins, chip)
 
 
 def _cycles_dropout(ins: Instruction, chip: ChipSpec) -> float:
     """``max(MIN_II, N)`` (S23). Stride penalty."""
-    return _cycles(ins, chip, ins.dst.free_size)
+    return elementwise_cycles(ins, chip, ins.dst.free_size)
 
 
 def _ref_dropout(ins: Instruction, mem: RefMemory) -> None:

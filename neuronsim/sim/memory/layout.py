@@ -24,9 +24,6 @@ class Placement:
     sbuf_peak_bytes: int  # bytes per partition at the highest allocated address, times partitions used
     psum_peak_bytes: int
 
-    def partition_pitch(self, memory: Memory, chip: ChipSpec) -> int:
-        return chip.sbuf_bytes_per_partition if memory is Memory.SBUF else chip.psum_bytes_per_partition
-
 
 def capacity_bytes_per_partition(memory: Memory, chip: ChipSpec) -> int:
     return chip.sbuf_bytes_per_partition if memory is Memory.SBUF else chip.psum_bytes_per_partition

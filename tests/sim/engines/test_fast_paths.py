@@ -1,7 +1,7 @@
 """The Numba executor's fast paths agree bit for bit with the plain definitions they replace.
 
 Register-tiled matmul vs ``matmul_np`` (tile edges, few columns, strided rows, specials), and the
-row-wise fast paths of access.py vs the numpy reference executor (contiguous and strided APs,
+row-wise fast paths of memory/access.py and memory/copy.py vs the numpy reference executor (contiguous and strided APs,
 partial tiles, every dtype, overlapping copies).
 """
 

@@ -5,7 +5,7 @@ uniformity, dropout's keep/drop rule, the S23 cost ``max(MIN_II, N)`` and every 
 import ml_dtypes
 import numpy as np
 import pytest
-from test_vector import _emit, _rejects, _t  # the checks' program builders
+from elementwise_cases import emit, rejects, tile  # the checks' program builders
 
 from neuronsim import sim
 from neuronsim.errors import ConstraintError, DtypeError, EngineAccessError
@@ -217,35 +217,39 @@ def test_costs_are_n_cycles():
 
 # ---------------------------------------------------------------- checks
 
-SEED = _t("seed", (1, 1), "uint32")
+SEED = tile("seed", (1, 1), "uint32")
 ONE_BY_ONE = r"must be \[1, 1\]"
 
 
 @pytest.mark.parametrize("build,cls,match", [
-    (_emit(Opcode.RNG, _t("d", dtype="float32"), [SEED]), DtypeError, "rng writes an integer dtype"),
-    (_emit(Opcode.RNG, _t("d", dtype="uint32"), [_t("s", (1, 2), "uint32")]), ConstraintError, ONE_BY_ONE),
-    (_emit(Opcode.RNG, _t("d", dtype="uint32"), [_t("s", (2, 1), "uint32")]), ConstraintError, ONE_BY_ONE),
-    (_emit(Opcode.RNG, _t("d", dtype="uint32"), [_t("s", (1, 1), "bfloat16")]), DtypeError, "32-bit value"),
-    (_emit(Opcode.RNG, _t("d", dtype="uint32"), [_t("s", (1, 1), "uint8")]), DtypeError, "32-bit value"),
-    (_emit(Opcode.RNG, _t("d", dtype="uint32"), [SEED], offset=2**32), ConstraintError, "stream position"),
-    (_emit(Opcode.RNG, _t("d", dtype="uint32"), [SEED], offset=-1), ConstraintError, "stream position"),
-    (_emit(Opcode.RNG, _t("d", dtype="uint32"), [SEED], offset=1.5), ConstraintError, "stream position"),
-    (_emit(Opcode.RNG, _t("d", dtype="uint32"), [SEED], seed=3), ConstraintError, "unknown immediate"),
-    (_emit(Opcode.RNG, _t("d", dtype="uint32"), []), ConstraintError, "source operand"),
-    (_emit(Opcode.RNG, _t("d", dtype="uint32", memory=Memory.PSUM), [SEED], engine=Engine.GPSIMD),
+    (emit(Opcode.RNG, tile("d", dtype="float32"), [SEED]), DtypeError, "rng writes an integer dtype"),
+    (emit(Opcode.RNG, tile("d", dtype="uint32"), [tile("s", (1, 2), "uint32")]), ConstraintError, ONE_BY_ONE),
+    (emit(Opcode.RNG, tile("d", dtype="uint32"), [tile("s", (2, 1), "uint32")]), ConstraintError, ONE_BY_ONE),
+    (emit(Opcode.RNG, tile("d", dtype="uint32"), [tile("s", (1, 1), "bfloat16")]), DtypeError,
+     "32-bit value"),
+    (emit(Opcode.RNG, tile("d", dtype="uint32"), [tile("s", (1, 1), "uint8")]), DtypeError, "32-bit value"),
+    (emit(Opcode.RNG, tile("d", dtype="uint32"), [SEED], offset=2**32), ConstraintError, "stream position"),
+    (emit(Opcode.RNG, tile("d", dtype="uint32"), [SEED], offset=-1), ConstraintError, "stream position"),
+    (emit(Opcode.RNG, tile("d", dtype="uint32"), [SEED], offset=1.5), ConstraintError, "stream position"),
+    (emit(Opcode.RNG, tile("d", dtype="uint32"), [SEED], seed=3), ConstraintError, "unknown immediate"),
+    (emit(Opcode.RNG, tile("d", dtype="uint32"), []), ConstraintError, "source operand"),
+    (emit(Opcode.RNG, tile("d", dtype="uint32", memory=Memory.PSUM), [SEED], engine=Engine.GPSIMD),
      EngineAccessError, "PSUM"),
-    (_emit(Opcode.DROPOUT, _t("d", dtype="bfloat16"), [_t("x"), SEED], prob=0.5), DtypeError, "must match"),
-    (_emit(Opcode.DROPOUT, _t("d", (128, 32)), [_t("x"), SEED], prob=0.5), ConstraintError, "dst is 128x32"),
-    (_emit(Opcode.DROPOUT, _t("d"), [_t("x"), _t("s", (1, 1), "int16")], prob=0.5), DtypeError, "32-bit"),
-    (_emit(Opcode.DROPOUT, _t("d"), [_t("x"), SEED]), ConstraintError, "prob=None must be a number"),
-    (_emit(Opcode.DROPOUT, _t("d"), [_t("x"), SEED], prob=True), ConstraintError, "must be a number"),
-    (_emit(Opcode.DROPOUT, _t("d"), [_t("x"), SEED, _t("p", (64, 1))], prob_is_tile=True), ConstraintError,
-     r"must be \[128, 1\]"),
-    (_emit(Opcode.DROPOUT, _t("d", dtype="int32"),
-           [_t("x", dtype="int32"), SEED, _t("p", (128, 1), "bfloat16")], prob_is_tile=True),
+    (emit(Opcode.DROPOUT, tile("d", dtype="bfloat16"), [tile("x"), SEED], prob=0.5), DtypeError,
+     "must match"),
+    (emit(Opcode.DROPOUT, tile("d", (128, 32)), [tile("x"), SEED], prob=0.5), ConstraintError,
+     "dst is 128x32"),
+    (emit(Opcode.DROPOUT, tile("d"), [tile("x"), tile("s", (1, 1), "int16")], prob=0.5), DtypeError,
+     "32-bit"),
+    (emit(Opcode.DROPOUT, tile("d"), [tile("x"), SEED]), ConstraintError, "prob=None must be a number"),
+    (emit(Opcode.DROPOUT, tile("d"), [tile("x"), SEED], prob=True), ConstraintError, "must be a number"),
+    (emit(Opcode.DROPOUT, tile("d"), [tile("x"), SEED, tile("p", (64, 1))], prob_is_tile=True),
+     ConstraintError, r"must be \[128, 1\]"),
+    (emit(Opcode.DROPOUT, tile("d", dtype="int32"),
+           [tile("x", dtype="int32"), SEED, tile("p", (128, 1), "bfloat16")], prob_is_tile=True),
      DtypeError, "float32"),
-    (_emit(Opcode.DROPOUT, _t("d"), [_t("x"), SEED], prob=0.5, prob_is_tile=True), ConstraintError,
+    (emit(Opcode.DROPOUT, tile("d"), [tile("x"), SEED], prob=0.5, prob_is_tile=True), ConstraintError,
      "source operand"),
 ])
 def test_checks(build, cls, match):
-    _rejects(build, cls, match)
+    rejects(build, cls, match)

@@ -1,0 +1,67 @@
+"""The reference executor's memory: numpy byte buffers read and written through access patterns
+with fancy indexing — slow, and written for clarity (the Numba executor's loads and stores, in
+``access.py``, must match it bit for bit)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuronsim.sim.ir import MAX_FREE_DIMS, AccessPattern, Memory
+from neuronsim.sim.memory.access import F_DIMS, F_PARTS, F_PITCH, F_START, encode_ap
+from neuronsim.sim.memory.numerics import decode, encode, encode_int
+
+
+class RefMemory:
+    """Byte buffers by tensor id; reads and writes access patterns with numpy fancy indexing."""
+
+    def __init__(self, buffers: list[np.ndarray], base_offsets: list[int],
+                 pitch_of_memory: dict[Memory, int]):
+        self.buffers = buffers  # flat uint8 views: HBM arrays, or the whole SBUF / PSUM
+        self.base_offsets = base_offsets
+        self.pitch_of_memory = pitch_of_memory
+
+    def byte_addresses(self, ap: AccessPattern) -> np.ndarray:
+        """Byte offsets [P, N] of every element of ``ap`` in its tensor's buffer."""
+        f = encode_ap(ap, self.pitch_of_memory)
+        item = ap.dtype.itemsize
+        idx = np.zeros((1,), dtype=np.int64)
+        for d in range(MAX_FREE_DIMS):
+            step, num = f[F_DIMS + 2 * d], f[F_DIMS + 2 * d + 1]
+            idx = (idx[:, None] + np.arange(num, dtype=np.int64)[None, :] * step * item).reshape(-1)
+        parts = np.arange(f[F_PARTS], dtype=np.int64) * f[F_PITCH]
+        return self.base_offsets[ap.tensor.id] + f[F_START] + parts[:, None] + idx[None, :]
+
+    def read_raw(self, ap: AccessPattern) -> np.ndarray:
+        """Element values [P, N] in the tensor's host dtype, bits untouched."""
+        addrs = self.byte_addresses(ap)
+        item = ap.dtype.itemsize
+        byte_idx = addrs[..., None] + np.arange(item)
+        raw = self.buffers[ap.tensor.id][byte_idx]  # [P, N, item] uint8
+        return raw.reshape(-1).view(ap.dtype.numpy).reshape(addrs.shape)
+
+    def write_raw(self, ap: AccessPattern, typed: np.ndarray) -> None:
+        """Store host-dtype values [P, N] bit for bit."""
+        addrs = self.byte_addresses(ap)
+        item = ap.dtype.itemsize
+        raw = np.ascontiguousarray(typed.astype(ap.dtype.numpy, copy=False)).reshape(-1).view(np.uint8)
+        byte_idx = (addrs[..., None] + np.arange(item)).reshape(-1)
+        self.buffers[ap.tensor.id][byte_idx] = raw
+
+    def read(self, ap: AccessPattern) -> np.ndarray:
+        """float32 [P, N] values."""
+        return decode(self.read_raw(ap), int(ap.dtype))
+
+    def write(self, ap: AccessPattern, values: np.ndarray) -> None:
+        values = np.asarray(values, dtype=np.float32).reshape(ap.partitions, ap.free_size)
+        self.write_raw(ap, encode(values, int(ap.dtype)))
+
+    def read_int(self, ap: AccessPattern) -> np.ndarray:
+        return self.read_raw(ap).astype(np.int64)
+
+    def write_int(self, ap: AccessPattern, values: np.ndarray) -> None:
+        values = np.asarray(values, dtype=np.int64).reshape(ap.partitions, ap.free_size)
+        self.write_raw(ap, encode_int(values, int(ap.dtype)))
+
+    def copy(self, dst: AccessPattern, src: AccessPattern) -> None:
+        """Bit-exact copy (same dtype), element i of src to element i of dst in row-major order."""
+        self.write_raw(dst, self.read_raw(src).reshape(dst.partitions, dst.free_size))
