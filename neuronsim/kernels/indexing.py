@@ -1,9 +1,9 @@
 """Gathers and selections by index or mask: ``index_select`` (the embedding forward),
 ``embedding_dense_backward``, ``gather``, ``masked_fill`` and ``where``.
 
-The simulator has no indirect DMA (``.ap(vector_offset=...)`` is not simulated), and a Program is
-traced once per signature, so no DMA address may depend on an index *value*. A row gather is then
-what NKI embedding kernels do for small vocabularies: a one-hot matmul on TensorE.
+These kernels do not use the simulator's indirect DMA (``.ap(vector_offset=...)``, DMA_COPY_INDIRECT)
+yet: no DMA address here depends on an index *value*. A row gather is then what NKI embedding
+kernels do for small vocabularies: a one-hot matmul on TensorE.
 
 - ``index_select(table [V, D], 0, idx [N])``: the indices are DMA'd broadcast across the V
   partitions (their low int32 words: an int64 operand is its word pairs, see ``bridge.py``),

@@ -45,6 +45,7 @@ class Buffer:
         "arg_index",
         "on_chip",
         "size",
+        "mx",
     )
 
     def __init__(
@@ -83,6 +84,7 @@ class Buffer:
         self.on_chip = memory is not Memory.HBM
         self.free_size = (size // shape[0] if shape[0] else 0) if self.on_chip else size
         self.arg_index = -1
+        self.mx: str | None = None  # the MX format name of an x4 / E8M0 buffer (types.MX_STORAGE)
 
     @property
     def bytes_per_partition(self) -> int:

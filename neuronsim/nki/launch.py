@@ -19,7 +19,8 @@ from neuronsim.nki.profile import record_launch
 from neuronsim.nki.traced import ReturnedView, TracedKernel, is_torch
 from neuronsim.options import current as current_options
 from neuronsim.sim import api as sim_api
-from neuronsim.sim.memory.state import FILL_BYTE
+from neuronsim.sim.ir import Memory
+from neuronsim.sim.memory.state import FILL_BYTE, CoreMemory
 
 
 def run(traced: TracedKernel, given: list):
@@ -76,17 +77,24 @@ def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap
         hbm[name] = new_shared(name, shape, dtype, traced.fills.get(name))
     hbm.update(traced.constants)
     n_phases = len(traced.instances[0].programs)
+    # Each instance's SBUF/PSUM lives on through its phases (a tile may be live across a barrier);
+    # a single-phase kernel uses the thread's core memory, reset per run.
+    cores = [CoreMemory(traced.chip) for _ in traced.instances] if n_phases > 1 else None
+    on_chip: list[set[str]] = [set() for _ in traced.instances]
     runs = []
     printed = {}
     for phase in range(n_phases):
         row = []
-        for inst in traced.instances:
+        for i, inst in enumerate(traced.instances):
             prog = inst.programs[phase]
             arrays = {t.name: hbm[t.name] for t in prog.hbm_tensors() if t.name in hbm}
             for t in prog.hbm_tensors():
                 if t.name not in arrays and t.name in traced.fills:
                     arrays[t.name] = _new_array(t.shape, t.dtype.numpy, traced.fills[t.name])
-            result = sim_api.run(prog, arrays, traced.chip)
+            names = {t.name for t in prog.tensors if t.memory is not Memory.HBM}
+            keep = frozenset(names & on_chip[i])
+            on_chip[i] |= names
+            result = sim_api.run(prog, arrays, traced.chip, core=cores[i] if cores else None, keep=keep)
             row.append(result)
             for prefix, pname in inst.prints:
                 if pname in result.outputs and pname not in printed:

@@ -16,9 +16,11 @@ from neuronsim.nki.buffer import Buffer
 from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.nki.types import (
     DTYPES,
+    MX_DTYPES,
     DynSlice,
     MemoryRegion,
     NkiDtype,
+    mx_name,
     private_hbm,
     psum,
     sbuf,
@@ -65,13 +67,14 @@ class TensorView:
     tensors kernels hold are ``nl.NkiTensor`` (``language/tensor.py``), which adds the operators.
     """
 
-    __slots__ = ("buf", "offset", "dims", "ppair", "shape", "partitions", "free_size", "size")
+    __slots__ = ("buf", "offset", "dims", "ppair", "shape", "partitions", "free_size", "size", "indirect")
 
     def __init__(self, buf: Buffer, offset: int, dims: tuple[tuple[int, int], ...], ppair=None):
         self.buf = buf
         self.offset = offset
         self.dims = dims
         self.ppair = ppair
+        self.indirect = None
         shape = self.shape = tuple([n for _, n in dims])
         # Partitions and elements per partition as an operand (precomputed: every check reads them).
         size = 1
@@ -90,6 +93,7 @@ class TensorView:
         t = object.__new__(cls)
         shape = buf.shape
         t.buf, t.offset, t.dims, t.ppair, t.shape = buf, 0, row_major(shape), None, shape
+        t.indirect = None
         t.size = buf.size
         t.partitions = shape[0] if shape else 1
         t.free_size = buf.size // t.partitions if t.partitions else 0
@@ -98,7 +102,8 @@ class TensorView:
     # --- metadata
     @property
     def dtype(self) -> NkiDtype:
-        return DTYPES[self.buf.dtype]
+        mx = self.buf.mx
+        return DTYPES[self.buf.dtype] if mx is None else MX_DTYPES[mx]
 
     @property
     def buffer(self) -> MemoryRegion:
@@ -172,31 +177,68 @@ class TensorView:
 
     # --- indexing
     def __getitem__(self, key) -> TensorView:
+        if self.indirect is not None:
+            self._direct("index")
         return index_view(self, key)
 
     # --- view methods (the NKI tensor API)
     def ap(
         self,
         pattern,
-        offset: int = 0,
+        offset: int | None = None,
         scalar_offset=None,
         vector_offset=None,
         indirect_dim: int = 0,
         dtype=None,
     ) -> TensorView:
-        if scalar_offset is not None or vector_offset is not None:
-            raise UnsupportedError(
-                "indirect access patterns (scalar_offset / vector_offset) are not simulated",
-                location=caller_location(),
-            )
+        """A view by NKI access pattern; ``offset`` (elements from the tensor's start) defaults to
+        this view's. ``scalar_offset`` / ``vector_offset`` make it indirect (``IndirectOffset``)."""
+        if self.indirect is not None:
+            self._direct(".ap()")
         buf = self.buf if dtype is None else reinterpret(self.buf, dtype)
         pairs = tuple((int(s), int(n)) for s, n in pattern)
         if not pairs:
             raise ConstraintError(".ap() needs at least one [step, num] pair", location=caller_location())
-        return type(self)(buf, int(offset), pairs)
+        view = type(self)(buf, self.offset if offset is None else int(offset), pairs)
+        if scalar_offset is not None or vector_offset is not None:
+            if scalar_offset is not None and vector_offset is not None:
+                raise ConstraintError(".ap(): at most one of scalar_offset and vector_offset",
+                                      location=caller_location())
+            dim = int(indirect_dim)
+            if not 0 <= dim < len(self.shape):
+                raise ConstraintError(f".ap(): indirect_dim={dim} is not a dim of {self.shape}",
+                                      location=caller_location())
+            stride = math.prod(self.shape[dim + 1:])  # from the tensor .ap() is called on (S17)
+            if vector_offset is not None and dim != 0:
+                raise ConstraintError(".ap(): vector_offset supports indirect_dim=0 only (S17)",
+                                      location=caller_location())
+            view.indirect = IndirectOffset.make(view, scalar_offset, vector_offset, stride)
+        return view
+
+    def is_indirect(self) -> bool:
+        return self.indirect is not None
+
+    def vector_select(self, dim: int, offsets) -> TensorView:
+        """Partition ``p`` of the result is row ``offsets[p]`` of this HBM tensor (a gather view)."""
+        if self.indirect is not None:
+            self._direct("vector_select")
+        if int(dim) != 0:
+            raise ConstraintError("vector_select: dim must be 0 (S17)", location=caller_location())
+        parts = offsets.shape[0] if isinstance(offsets, TensorView) else 0
+        view = type(self)(self.buf, self.offset, ((0, parts),) + self.dims[1:])
+        view.indirect = IndirectOffset.make(view, None, offsets, self.dims[0][0])
+        return view
+
+    def _direct(self, what: str) -> None:
+        if self.indirect is not None:
+            raise UnsupportedError(
+                f"{what} of an indirect view (scalar_offset / vector_offset / a runtime select): an "
+                f"indirect view can only be copied by nisa.dma_copy", location=caller_location())
 
     def view(self, dtype) -> TensorView:
         """Reinterpret the (whole, contiguous) tensor as another dtype."""
+        if self.indirect is not None:
+            self._direct("view")
         if self.offset != 0 or self.dims != _row_major(self.buf.shape, 0):
             raise UnsupportedError(
                 "view(dtype) is simulated on whole tensors only", location=caller_location()
@@ -206,6 +248,8 @@ class TensorView:
     reinterpret_cast = view
 
     def reshape(self, shape) -> TensorView:
+        if self.indirect is not None:
+            self._direct("reshape")
         shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
         if not self.is_contiguous():
             raise UnsupportedError(
@@ -248,6 +292,8 @@ class TensorView:
         return True
 
     def permute(self, dims) -> TensorView:
+        if self.indirect is not None:
+            self._direct("permute")
         order = tuple(int(d) for d in dims)
         if sorted(order) != list(range(len(self.dims))):
             raise ValueError(f"permute({order}) is not a permutation of {len(self.dims)} dims")
@@ -258,6 +304,8 @@ class TensorView:
         return type(self)(self.buf, self.offset, tuple(self.dims[d] for d in order), self.ppair)
 
     def broadcast(self, dim: int, size: int) -> TensorView:
+        if self.indirect is not None:
+            self._direct("broadcast")
         if self.dims[dim][1] != 1:
             raise ValueError(f"broadcast: dim {dim} has size {self.dims[dim][1]}, not 1")
         if self.on_chip and self.ppair is None and dim == 0:
@@ -281,29 +329,73 @@ class TensorView:
         return t
 
     def expand_dim(self, dim: int) -> TensorView:
+        if self.indirect is not None:
+            self._direct("expand_dim")
         dims = list(self.dims)
         dims.insert(dim, (1, 1))
         return type(self)(self.buf, self.offset, tuple(dims), self.ppair)
 
     def squeeze_dim(self, dim: int) -> TensorView:
+        if self.indirect is not None:
+            self._direct("squeeze_dim")
         if self.dims[dim][1] != 1:
             raise ValueError(f"squeeze_dim: dim {dim} has size {self.dims[dim][1]}, not 1")
         return type(self)(self.buf, self.offset, self.dims[:dim] + self.dims[dim + 1 :], self.ppair)
 
     def flatten_dims(self, start: int, end: int) -> TensorView:
+        if self.indirect is not None:
+            self._direct("flatten_dims")
         inner = self.dims[start : end + 1]
         dims = self.dims[:start] + merge_dims(inner, 1, self) + self.dims[end + 1 :]
         return type(self)(self.buf, self.offset, dims, self.ppair)
 
-    def select(self, dim: int, index: int) -> TensorView:
+    def select(self, dim: int, index) -> TensorView:
+        """Drop ``dim`` at ``index``; an SBUF [1, 1] index tensor makes a runtime (indirect) select."""
+        if self.indirect is not None:
+            self._direct("select")
+        if isinstance(index, TensorView):
+            dim = int(dim)
+            view = type(self)(self.buf, self.offset, self.dims[:dim] + self.dims[dim + 1:], self.ppair)
+            view.indirect = IndirectOffset.make(view, index, None, self.dims[dim][0])
+            return view
         key = [slice(None)] * len(self.dims)
         key[dim] = int(index)
         return index_view(self, tuple(key))
 
     def slice(self, dim: int, start: int, end: int, step: int = 1) -> TensorView:
+        if self.indirect is not None:
+            self._direct("slice")
         key = [slice(None)] * len(self.dims)
         key[dim] = slice(start, end, step)
         return index_view(self, tuple(key))
+
+
+class IndirectOffset:
+    """The runtime part of an indirect view: offsets in SBUF, scalar ([1, 1]) or vector ([P, 1]),
+    each moving the access by ``offset * stride`` elements (``stride`` of the indirect dim)."""
+
+    __slots__ = ("offsets", "vector", "stride")
+
+    def __init__(self, offsets: TensorView, vector: bool, stride: int):
+        self.offsets, self.vector, self.stride = offsets, vector, stride
+
+    @classmethod
+    def make(cls, view: TensorView, scalar, vector, stride: int) -> IndirectOffset:
+        offsets = vector if vector is not None else scalar
+        kind = "vector_offset" if vector is not None else "scalar_offset"
+        if not isinstance(offsets, TensorView):
+            raise UnsupportedError(
+                f"{kind}={type(offsets).__name__}: only SBUF index tensors are simulated as offsets "
+                f"(VirtualRegister offsets are not)", location=caller_location())
+        if offsets.buf.memory is not Memory.SBUF:
+            raise ConstraintError(f"{kind} must be an SBUF tensor; got {offsets!r}",
+                                  location=caller_location())
+        if view.buf.memory is not Memory.HBM:
+            raise UnsupportedError(
+                f"{kind} on {view!r}: indirect access is simulated on HBM tensors (the DMA gather/"
+                f"scatter form); copy the SBUF tile with nisa.tensor_copy or local_gather instead",
+                location=caller_location())
+        return cls(offsets, vector is not None, int(stride))
 
 
 def merge_dims(dims, limit: int, t: TensorView) -> tuple[tuple[int, int], ...]:
@@ -329,6 +421,7 @@ def reinterpret(buf: Buffer, dtype) -> Buffer:
     d = to_sim_dtype(dtype)
     root = buf.root()
     if d is root.dtype:
+        root.mx = mx_name(dtype)  # viewing the words as MX data (or back) names their format
         return root
     if root.memory not in ON_CHIP:
         raise UnsupportedError(
@@ -344,6 +437,7 @@ def reinterpret(buf: Buffer, dtype) -> Buffer:
     trace = current_trace()
     for b in trace.aliases.get(root.id, ()):
         if b.dtype is d:
+            b.mx = mx_name(dtype)
             return b
     alias = trace.new_buffer(
         f"{root.name}_as_{DTYPES[d]}",
@@ -354,6 +448,7 @@ def reinterpret(buf: Buffer, dtype) -> Buffer:
         register=False,
     )
     alias.alias_of = root
+    alias.mx = mx_name(dtype)
     trace.aliases.setdefault(root.id, []).append(alias)
     return alias
 

@@ -101,6 +101,7 @@ class Trace:
         self.transpose_flops = 0
         self.prints: list[tuple[str, Buffer]] = []
         self.barriers: list[int] = []  # record index where each core_barrier split the program
+        self.exchanges: list[tuple] = []  # sendrecv calls: (rank, send_to_rank, recv_from_rank, location)
         self.identity: dict = {}
         self.names: dict[str, int] = {}
         self.scalar_regs = None  # the ScalarE reduce registers' value (emulated, see isa.activation)

@@ -103,6 +103,7 @@ def trace_kernel(fn, name: str, location: str | None, grid: tuple[int, ...], ite
 def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> TracedKernel:
     t0 = time.perf_counter()
     instances = []
+    exchanges = []
     first = None
     for pid in itertools.product(*(range(n) for n in grid)):
         trace = Trace(name, chip, pid, grid)
@@ -120,6 +121,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
         for b in trace.buffers:
             if b.memory is Memory.HBM and b.kind == "input" and b.written:
                 b.kind = "inout"
+        exchanges.append(trace.exchanges)
         rotation = allocate(trace)
         programs = build_programs(trace, location)
         instances.append(
@@ -139,6 +141,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
                 f"kernel {name}: SPMD instances reach different numbers of core_barrier calls",
                 location=location,
             )
+    _check_exchanges(name, exchanges)
     trace, arg_names, returns = first
     shared, constants, fills = {}, {}, {}
     for b in trace.buffers:
@@ -165,6 +168,17 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
         time.perf_counter() - t0,
         n,
     )
+
+
+def _check_exchanges(name: str, exchanges: list[list[tuple]]) -> None:
+    """Every sendrecv receives from the rank that sends to it at the same call."""
+    for k, calls in enumerate(zip(*exchanges, strict=False)):
+        for me, _to, frm, location in calls:
+            sent_to = calls[frm][1]
+            if sent_to != me:
+                raise ConstraintError(
+                    f"kernel {name}: sendrecv #{k} on rank {me} receives from rank {frm}, but rank {frm} "
+                    f"sends to rank {sent_to}", location=location)
 
 
 def _tracer_arguments(trace: Trace, items, bound, location):

@@ -44,6 +44,18 @@ class NkiDtype(str):
 _NAMES = {d: ("bool" if d is DType.bool_ else d.name) for d in DType}
 DTYPES: dict[DType, NkiDtype] = {d: NkiDtype(n) for d, n in _NAMES.items()}
 _SIM: dict[str, DType] = {str(n): d for d, n in DTYPES.items()}
+# OCP MX formats (NeuronCore-v4): x4-packed data words and E8M0 scale bytes, stored as the unsigned
+# word of their size; a buffer made with one of these names remembers it (``Buffer.mx``).
+MX_STORAGE = {"float8_e4m3fn_x4": DType.uint32, "float8_e5m2_x4": DType.uint32,
+              "float4_e2m1fn_x4": DType.uint16, "float8_e8m0fnu": DType.uint8}
+MX_DTYPES: dict[str, NkiDtype] = {n: NkiDtype(n) for n in MX_STORAGE}
+_SIM.update(MX_STORAGE)
+
+
+def mx_name(x) -> str | None:
+    """The MX format name of a dtype argument, or None."""
+    name = str(x) if isinstance(x, str) else getattr(x, "__name__", None)
+    return name if name in MX_STORAGE else None
 
 
 def to_sim_dtype(x) -> DType:

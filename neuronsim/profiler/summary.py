@@ -124,6 +124,10 @@ def kernel_summary(program: Program, timeline: Timeline, chip: ChipSpec, placeme
             else:
                 s["matmul_instruction_count"] += 1
                 s["model_flops"] += flops
+        elif ins.opcode is Opcode.NC_MATMUL_MX:  # each x4 element holds 4 contraction values
+            stationary, moving = ins.srcs[0], ins.srcs[1]
+            s["matmul_instruction_count"] += 1
+            s["model_flops"] += 2 * 4 * stationary.partitions * stationary.free_size * moving.free_size
         elif ins.opcode is Opcode.NC_TRANSPOSE and ins.engine is Engine.TENSOR:
             data = ins.srcs[0]
             s["transpose_instruction_count"] += 1

@@ -17,11 +17,11 @@ from neuronsim.options import current as current_options
 from neuronsim.sim import execute_numba, execute_reference
 from neuronsim.sim.chips import ChipSpec, get_chip
 from neuronsim.sim.encoding import encode_instruction, encode_rows
-from neuronsim.sim.engines import OPDEFS
+from neuronsim.sim.engines import OPDEFS, dma_indirect
 from neuronsim.sim.ir import Memory, Program
 from neuronsim.sim.memory.layout import Placement, place_tensors
 from neuronsim.sim.memory.reference import RefMemory
-from neuronsim.sim.memory.state import bind_hbm, core_memory, host_pitches
+from neuronsim.sim.memory.state import CoreMemory, bind_hbm, core_memory, host_pitches
 from neuronsim.sim.schedule import Timeline, schedule_program
 from neuronsim.sim.validate import check_initialized, validate_program
 
@@ -47,12 +47,12 @@ _prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def prepare(program: Program, chip: str | ChipSpec | None = None, *, uninitialized_memory: str | None = None
-            ) -> Prepared:
+def prepare(program: Program, chip: str | ChipSpec | None = None, *, uninitialized_memory: str | None = None,
+            keep: frozenset = frozenset()) -> Prepared:
     opts = current_options()
     spec = get_chip(opts.chip if chip is None else chip)
     policy = opts.uninitialized_memory if uninitialized_memory is None else uninitialized_memory
-    key = (spec.name, id(spec), policy == "error")
+    key = (spec.name, id(spec), policy == "error", keep if policy == "error" else None)
     with _lock:
         per_program = _prepared.setdefault(program, {})
         hit = per_program.get(key)
@@ -61,7 +61,7 @@ def prepare(program: Program, chip: str | ChipSpec | None = None, *, uninitializ
     placement = place_tensors(program, spec)
     validate_program(program, spec, placement)
     if policy == "error":
-        check_initialized(program, placement, spec)
+        check_initialized(program, placement, spec, keep)
     pitch = host_pitches(spec)  # the executors address on-chip bytes in CoreMemory's host rows
     rows, frows = [], []
     for ins in program.instructions:
@@ -77,15 +77,21 @@ def prepare(program: Program, chip: str | ChipSpec | None = None, *, uninitializ
 
 
 def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, executor: str | None = None,
-        uninitialized_memory: str | None = None) -> RunResult:
-    """Run ``program`` on host arrays (HBM tensors, used in place) and return outputs + timeline."""
+        uninitialized_memory: str | None = None, core: CoreMemory | None = None,
+        keep: frozenset = frozenset()) -> RunResult:
+    """Run ``program`` on host arrays (HBM tensors, used in place) and return outputs + timeline.
+
+    ``core`` is the physical core's SBUF/PSUM (default: the calling thread's); ``keep`` names the
+    on-chip tensors whose bytes carry over from an earlier Program on that core (a kernel's phases).
+    """
     opts = current_options()
     policy = opts.uninitialized_memory if uninitialized_memory is None else uninitialized_memory
     which = opts.executor if executor is None else executor
-    prep = prepare(program, chip, uninitialized_memory=policy)
+    prep = prepare(program, chip, uninitialized_memory=policy, keep=keep)
     hbm = bind_hbm(program, arrays)
-    core = core_memory(prep.chip)
-    core.reset(program, prep.placement, policy)
+    if core is None:
+        core = core_memory(prep.chip)
+    core.reset(program, prep.placement, policy, keep)
     if which == "reference":
         buffers, offsets = [], []
         for t in program.tensors:
@@ -98,6 +104,9 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
                 offsets.append(off)
         execute_reference.execute(program, RefMemory(buffers, offsets, core.pitch))
     else:
-        execute_numba.execute(prep.itab, prep.ftab, core.executor_bases(program, prep.placement, hbm))
+        bases = core.executor_bases(program, prep.placement, hbm)
+        stopped = execute_numba.execute(prep.itab, prep.ftab, bases)
+        if stopped >= 0:  # only an indirect DMA stops a run: an index out of bounds
+            raise dma_indirect.out_of_bounds(program.instructions[stopped])
     outputs = {t.name: hbm[t.id] for t in program.hbm_tensors() if t.kind in ("output", "inout")}
     return RunResult(outputs, prep.timeline, prep)

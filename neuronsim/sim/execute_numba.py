@@ -11,7 +11,9 @@ When the loop meets an opcode whose entry is still empty it returns that instruc
 An entry is the C wrapper Numba builds for every compiled function (``llvm_cfunc_wrapper_name``):
 the arguments by value in Numba's data model, the same ``(row, frow, bases)`` arrays the loop
 holds. A kernel that raised would have its exception printed by that wrapper, not propagated; the
-kernels raise nothing (the validator checked every operand before encoding).
+kernels raise nothing (the validator checked every operand before encoding). The one check made
+while running — an indirect DMA's index read from memory (``engines/dma_indirect.py``) — sets the
+status slot, the last element of ``bases``, and the loop stops at that instruction.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ def run_encoded(itab, ftab, bases, entries, start):
         if address == 0:
             return i
         _call_kernel(address, row, ftab[i], bases)
+        if bases[bases.shape[0] - 1] != 0:
+            return i
     return -1
 
 
@@ -87,10 +91,15 @@ def loaded_opcodes() -> frozenset[Opcode]:
     return frozenset(op for op in Opcode if ENTRIES[op])
 
 
-def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> None:
+def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> int:
+    """Run the encoded Program; -1, or the position of the instruction that stopped it (its status
+    in ``bases[-1]``)."""
     start = 0
     while start < itab.shape[0]:
         start = run_encoded(itab, ftab, bases, ENTRIES, start)
         if start < 0:
-            return
+            return -1
+        if bases[-1] != 0:
+            return start
         load_kernel(Opcode(int(itab[start, 0])))
+    return -1

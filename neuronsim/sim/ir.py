@@ -53,6 +53,7 @@ class Opcode(enum.IntEnum):
     # TensorE
     NC_MATMUL = 0
     NC_TRANSPOSE = 1  # TensorE (<=128x128, SBUF->PSUM) or VectorE (<=32x32)
+    NC_MATMUL_MX = 2  # MXFP8/MXFP4 matmul with dequantization (NeuronCore-v4)
     # ScalarE
     ACTIVATION = 10
     # VectorE (several also run on ScalarE / GpSimd, see OPCODE_ENGINES)
@@ -71,6 +72,7 @@ class Opcode(enum.IntEnum):
     NC_FIND_INDEX8 = 32
     RNG = 33  # VectorE or GpSimd
     DROPOUT = 34
+    QUANTIZE_MX = 35  # bf16/fp16 -> MXFP8 data + E8M0 scales (NeuronCore-v4)
     # GpSimd
     IOTA = 40
     AFFINE_SELECT = 41
@@ -78,12 +80,14 @@ class Opcode(enum.IntEnum):
     # DMA
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
+    DMA_COPY_INDIRECT = 52  # dma_copy with a runtime offset (scalar_offset / vector_offset)
 
 
 # Which engines may issue each opcode; the first is the default (NKI's engine=unknown).
 OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.NC_MATMUL: (Engine.TENSOR,),
     Opcode.NC_TRANSPOSE: (Engine.TENSOR, Engine.VECTOR),
+    Opcode.NC_MATMUL_MX: (Engine.TENSOR,),
     Opcode.ACTIVATION: (Engine.SCALAR,),
     Opcode.TENSOR_TENSOR: (Engine.VECTOR, Engine.GPSIMD),
     Opcode.TENSOR_SCALAR: (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD),
@@ -100,17 +104,22 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.NC_FIND_INDEX8: (Engine.VECTOR,),
     Opcode.RNG: (Engine.VECTOR, Engine.GPSIMD),
     Opcode.DROPOUT: (Engine.VECTOR,),
+    Opcode.QUANTIZE_MX: (Engine.VECTOR,),
     Opcode.IOTA: (Engine.GPSIMD,),
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
+    Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),
 }
 
 # Instructions whose result merges with the destination's old contents.
 READS_DST = frozenset({Opcode.TENSOR_COPY_PREDICATED})
-DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE})
-MATMUL_OPS = frozenset({Opcode.NC_MATMUL})
+DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDIRECT})
+# Instructions whose addresses depend on values read at run time (an indirect side's bytes are
+# known only when it runs: the scheduler orders it against its whole tensor).
+INDIRECT_OPS = frozenset({Opcode.DMA_COPY_INDIRECT})
+MATMUL_OPS = frozenset({Opcode.NC_MATMUL, Opcode.NC_MATMUL_MX})
 # Same free size in and out, element by element (the validator checks shapes agree).
 ELEMENTWISE = frozenset({
     Opcode.ACTIVATION, Opcode.TENSOR_TENSOR, Opcode.TENSOR_SCALAR, Opcode.SCALAR_TENSOR_TENSOR,

@@ -31,6 +31,7 @@ latency each engine in use takes the earliest window in which it is free for its
 transfer does not hold the engines, so transfers on other queues run meanwhile — in order with the
 same queue's earlier pieces on that engine. ``start_ns``/``end_ns`` span the pieces.
 
+An indirect DMA's indexed side (``engines/dma_indirect.py``) counts as its whole tensor.
 Regions are bounding boxes — (memory space, partitions [p0, p1), bytes [b0, b1)) — in physical
 SBUF/PSUM coordinates, so two tensors sharing bytes (rotating buffers) depend on each other.
 """
@@ -45,9 +46,10 @@ from numba import njit
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.engines import OPDEFS
 from neuronsim.sim.engines.dma import kick_timing, piece_ns, transfer_engines, trigger
+from neuronsim.sim.engines.dma_indirect import indexed_side
 from neuronsim.sim.engines.scalar import activation_table
 from neuronsim.sim.engines.tensor import load_stationary_cycles
-from neuronsim.sim.ir import COMPUTE_ENGINES, AccessPattern, Engine, Memory, Opcode, Program
+from neuronsim.sim.ir import COMPUTE_ENGINES, INDIRECT_OPS, AccessPattern, Engine, Memory, Opcode, Program
 from neuronsim.sim.memory.layout import Placement
 
 N_COMPUTE_TRACKS = 5  # tensor, vector, scalar, gpsimd, sync; DMA queue q is track 5 + q
@@ -57,7 +59,8 @@ DMA_TRACK0 = 5
 # (its own path, in the background), or a step on ``pre_track``'s stream (table load, DMA trigger).
 PRE_NONE, PRE_LOAD_STATIONARY, PRE_ON_TRACK = 0, 1, 2
 PRE_EVENT_NAMES = {Opcode.NC_MATMUL: "LOAD_STATIONARY", Opcode.ACTIVATION: "ACT_TABLE_LOAD",
-                   Opcode.DMA_COPY: "DMA_TRIGGER", Opcode.DMA_TRANSPOSE: "DMA_TRIGGER"}
+                   Opcode.DMA_COPY: "DMA_TRIGGER", Opcode.DMA_TRANSPOSE: "DMA_TRIGGER",
+                   Opcode.DMA_COPY_INDIRECT: "DMA_TRIGGER"}
 
 # Timing parameters passed to the Numba scheduler, by position.
 _P_THROTTLE_START, _P_RAMP, _P_WINDOW, _P_THRESHOLD, _P_QUEUE_INTERVAL, _P_ENGINES = range(6)
@@ -203,7 +206,10 @@ def schedule_inputs(program: Program, chip: ChipSpec, placement: Placement) -> S
             (cycles[i], latency_ns[i], pre_kind[i], pre_track[i], pre_ns[i],
              pre_latency_ns[i]) = _compute_step(ins, chip, table_loaded)
         stationary = ins.srcs[0] if ins.opcode is Opcode.NC_MATMUL else None
+        indirect = indexed_side(ins) if ins.opcode in INDIRECT_OPS else None
         for ap, is_write in ins.accesses():
+            if ap is indirect:  # its bytes are known only at run time: all of its tensor
+                ap = ap.tensor.ap()
             acc.append((*_region(ap, placement, chip), int(is_write), int(ap is stationary)))
         acc_ptr[i + 1] = len(acc)
     clock = np.zeros(N_COMPUTE_TRACKS, np.float64)

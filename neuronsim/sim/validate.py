@@ -139,8 +139,9 @@ def _check_start_partition(ins: Instruction, ap: AccessPattern, placement: Place
                    f"{p} partitions must start at a multiple of {quantum}")
 
 
-def check_initialized(program: Program, placement: Placement, chip: ChipSpec) -> None:
-    """Raise on any read of SBUF/PSUM bytes that no earlier instruction wrote (static: APs are fixed)."""
+def check_initialized(program: Program, placement: Placement, chip: ChipSpec, keep=frozenset()) -> None:
+    """Raise on any read of SBUF/PSUM bytes that no earlier instruction wrote (static: APs are fixed).
+    Tensors named in ``keep`` hold values from an earlier phase and count as written."""
     from neuronsim.sim.memory.reference import RefMemory
 
     pitch = {Memory.SBUF: chip.sbuf_bytes_per_partition, Memory.PSUM: chip.psum_bytes_per_partition}
@@ -150,6 +151,10 @@ def check_initialized(program: Program, placement: Placement, chip: ChipSpec) ->
         if t.memory is not Memory.HBM:
             offsets[t.id] = placement.start_partition[t.id] * pitch[t.memory] + placement.byte_offset[t.id]
     mem = RefMemory([np.empty(0, np.uint8)] * len(program.tensors), offsets, pitch)
+    for t in program.tensors:
+        if t.name in keep and t.memory is not Memory.HBM:
+            addrs = mem.byte_addresses(t.ap())
+            written[t.memory][(addrs[..., None] + np.arange(t.dtype.itemsize)).reshape(-1)] = True
     for ins in program.instructions:
         for ap, is_write in ins.accesses():
             if ap.memory is Memory.HBM:

@@ -321,6 +321,9 @@ def test_every_ir_instruction_has_its_nisa_call():
         Opcode.TENSOR_PARTITION_REDUCE: "tensor_partition_reduce",
         Opcode.DMA_COPY: "dma_copy",
         Opcode.DMA_TRANSPOSE: "dma_transpose",
+        Opcode.DMA_COPY_INDIRECT: "dma_copy",  # with an indirect .ap() view (tests/nki/test_indirect.py)
+        Opcode.NC_MATMUL_MX: "nc_matmul_mx",
+        Opcode.QUANTIZE_MX: "quantize_mx",
     }
     assert set(calls) == set(Opcode)
     for name in calls.values():

@@ -75,3 +75,67 @@ def test_grid_outputs_must_be_shared():
     with pytest.raises(ConstraintError, match="nl.shared_hbm"):
         private[2].specialize((np.zeros((128, 4), np.float32),))
     nki.simulate(private)(np.zeros((128, 4), np.float32))  # a single instance may return private HBM
+
+
+def test_tiles_keep_their_values_across_a_core_barrier():
+    """Each core has its own SBUF that lives on through the barrier (S12: two physical cores)."""
+
+    @nki.jit
+    def hold(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        me = nl.program_id(0)
+        rows = slice(me * 128, (me + 1) * 128)
+        t = nl.multiply(nl.load(a[rows, :]), float(me + 1))  # differs per core, same SBUF address
+        nisa.core_barrier(data=out, cores=(0, 1))
+        nl.store(out[rows, :], t)
+        return out
+
+    a = np.random.default_rng(3).standard_normal((256, 64), dtype=np.float32)
+    out = nki.simulate(hold[2])(a)
+    np.testing.assert_array_equal(out, np.concatenate([a[:128], 2 * a[128:]]))
+
+
+@nki.jit
+def exchange_max(a):
+    """attention_tkg's pattern: each core reduces its half, swaps the result with the other core by
+    sendrecv, and combines the two."""
+    out = nl.ndarray((128, 1), dtype=a.dtype, buffer=nl.shared_hbm)
+    me = nl.program_id(0)
+    half = a.shape[1] // 2
+    x = nl.load(a[:, me * half : (me + 1) * half])
+    local = nl.ndarray((128, 1), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=local, op=nl.maximum, data=x, axis=1)
+    remote = nl.ndarray((128, 1), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.sendrecv(src=local, dst=remote, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+    both = nl.ndarray((128, 1), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=both, data1=local, data2=remote, op=nl.maximum)
+    if me == 0:
+        nl.store(out, both)
+    return out
+
+
+def test_sendrecv_exchanges_tiles_between_the_two_cores():
+    a = np.random.default_rng(4).standard_normal((128, 512), dtype=np.float32)
+    out, prof = nki.simulate(exchange_max[2], profile=True)(a)
+    np.testing.assert_array_equal(out[:, 0], a.max(axis=1))
+    assert {e.phase for e in prof.timeline} == {0, 1}  # the exchange synchronizes the cores
+
+
+def test_sendrecv_misuse_names_the_kernel_line():
+    a = np.zeros((128, 512), np.float32)
+    with pytest.raises(ConstraintError, match=r"test_spmd.py:\d+.*ranks are 0 or 1") as info:
+        nki.simulate(exchange_max)(a)  # one instance: no core to exchange with
+    assert "send_to_rank=1" in str(info.value)
+
+    @nki.jit
+    def lopsided(a):
+        me = nl.program_id(0)
+        t = nl.load(a)
+        r = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.sendrecv(src=t, dst=r, send_to_rank=0, recv_from_rank=1 - me, pipe_id=0)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, r)
+        return out
+
+    with pytest.raises(ConstraintError, match="on rank 1 receives from rank 0, but rank 0 sends to rank 0"):
+        nki.simulate(lopsided[2])(np.zeros((128, 4), np.float32))

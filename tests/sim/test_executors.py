@@ -510,8 +510,30 @@ def gen_dropout(g: Gen) -> None:
     g.emit(Opcode.DROPOUT, dst, srcs, **imm)
 
 
+INDEX_DTYPES = frozenset({DType.int16, DType.uint16, DType.int32, DType.uint32})
+
+
+def gen_dma_copy_indirect(g: Gen) -> None:
+    """A gather or scatter on an HBM tensor; indices are random data, so many are out of bounds:
+    oob_skip makes both executors skip the same ones."""
+    vector, to_dst = g.chance(0.6), g.chance(0.5)
+    p, nums = g.partitions(), g.free_nums()
+    side = g.operand([HBM], p, nums, write=to_dst)
+    other = g.operand([SBUF, HBM], p, nums if vector else g.refactor(math.prod(nums)), write=not to_dst)
+    offsets = g.operand([SBUF], p if vector else 1, [1], dtypes=INDEX_DTYPES)
+    if side is None or other is None:
+        return
+    if vector:
+        side = AccessPattern(side.tensor, side.offset, ((0, p), *side.pattern[1:]))
+    dst, src = (side, other) if to_dst else (other, side)
+    g.emit(Opcode.DMA_COPY_INDIRECT, dst, [src, offsets], queue=g.r.randrange(16),
+           indexed="dst" if to_dst else "src", vector=vector, stride=g.choice([1, 2, 7, 32, 100]),
+           oob_skip=True)
+
+
 GENERATORS = {
     Opcode.DMA_COPY: gen_dma_copy,
+    Opcode.DMA_COPY_INDIRECT: gen_dma_copy_indirect,
     Opcode.DMA_TRANSPOSE: gen_dma_transpose,
     Opcode.NC_MATMUL: gen_matmul,
     Opcode.NC_TRANSPOSE: gen_transpose,
@@ -535,7 +557,10 @@ GENERATORS = {
     Opcode.AFFINE_SELECT: gen_affine_select,
     Opcode.TENSOR_PARTITION_REDUCE: gen_partition_reduce,
 }
-NO_GENERATOR: dict[Opcode, str] = {}  # opcode -> why it is not fuzzed yet
+NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz
+    Opcode.QUANTIZE_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
+    Opcode.NC_MATMUL_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
+}
 FUZZED = sorted(op for op in OPDEFS if op in GENERATORS)
 
 
@@ -555,10 +580,11 @@ def random_program(r: random.Random, seed: int, length: int | None = None) -> tu
 
 # ---------------------------------------------------------------- running both executors
 
-def run_snapshot(program: Program, inputs: dict[str, np.ndarray], executor: str) -> dict[str, np.ndarray]:
+def run_snapshot(program: Program, inputs: dict[str, np.ndarray], executor: str,
+                 chip=CHIP) -> dict[str, np.ndarray]:
     """Every HBM array and every on-chip tensor's bytes after running ``program``."""
     arrays = {name: a.copy() for name, a in inputs.items()}
-    result = sim.run(program, arrays, CHIP, executor=executor, uninitialized_memory="zero")
+    result = sim.run(program, arrays, chip, executor=executor, uninitialized_memory="zero")
     core = core_memory(result.prepared.chip)
     placement = result.prepared.placement
     snap = {name: a.reshape(-1).view(np.uint8).copy() for name, a in arrays.items()}
@@ -580,9 +606,10 @@ def describe(program: Program) -> str:
     return "\n".join(lines)
 
 
-def assert_executors_agree(program: Program, inputs: dict[str, np.ndarray], label: str = "") -> None:
-    numba = run_snapshot(program, inputs, "numba")
-    reference = run_snapshot(program, inputs, "reference")
+def assert_executors_agree(program: Program, inputs: dict[str, np.ndarray], label: str = "",
+                           chip=CHIP) -> None:
+    numba = run_snapshot(program, inputs, "numba", chip)
+    reference = run_snapshot(program, inputs, "reference", chip)
     bad = [name for name in numba if not np.array_equal(numba[name], reference[name])]
     if bad:
         where = {name: np.flatnonzero(numba[name].reshape(-1) != reference[name].reshape(-1))[:8].tolist()

@@ -35,6 +35,7 @@ from neuronsim.device.schema import OpPlan
 from neuronsim.kernels.registry import Ref
 from neuronsim.options import current as current_options
 from neuronsim.sim import execute_numba
+from neuronsim.sim.engines.dma_indirect import out_of_bounds
 from neuronsim.sim.memory.state import core_memory
 
 Tensor = torch.Tensor
@@ -180,7 +181,9 @@ class Entry:
             bases = self.base_template().copy()
             for tid, k in self.hbm_slots:
                 bases[tid] = operands[k].data_ptr()
-            execute_numba.execute(self.prepared.itab, self.prepared.ftab, bases)
+            stopped = execute_numba.execute(self.prepared.itab, self.prepared.ftab, bases)
+            if stopped >= 0:  # an indirect DMA's index out of bounds
+                raise out_of_bounds(self.program.instructions[stopped])
 
     def _charge(self, index) -> None:
         clock.clock(index).charge_kernel(

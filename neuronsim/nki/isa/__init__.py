@@ -33,7 +33,9 @@ from neuronsim.nki.isa.misc import (
     core_barrier,
     get_nc_sub_version,
     get_nc_version,
+    sendrecv,
 )
+from neuronsim.nki.isa.mx import nc_matmul_mx, quantize_mx
 from neuronsim.nki.isa.scalar import activation, activation_reduce
 from neuronsim.nki.isa.tensor import nc_matmul, nc_transpose
 from neuronsim.nki.isa.vector import (
@@ -84,15 +86,18 @@ __all__ = [
     "memset",
     "nc_find_index8",
     "nc_matmul",
+    "nc_matmul_mx",
     "nc_transpose",
     "nc_version",
     "oob_mode",
+    "quantize_mx",
     "reciprocal",
     "reduce_cmd",
     "rng",
     "scalar_engine",
     "scalar_tensor_tensor",
     "select_reduce",
+    "sendrecv",
     "set_rng_seed",
     "tensor_copy",
     "tensor_copy_predicated",

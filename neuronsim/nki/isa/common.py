@@ -12,7 +12,7 @@ from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.nki.types import to_sim_dtype
 from neuronsim.sim.dtypes import DType
-from neuronsim.sim.ir import ActFunc, AluOp, Engine, Memory, Opcode
+from neuronsim.sim.ir import MATMUL_OPS, ActFunc, AluOp, Engine, Memory, Opcode
 from neuronsim.sim.validate import ENGINE_READS, ENGINE_WRITES
 
 # ---------------------------------------------------------------- operators by name
@@ -156,6 +156,8 @@ def emit(
     reads = ENGINE_READS[eng]
     hbm = Memory.HBM
     for v in srcs:
+        if v.indirect is not None:
+            _indirect_operand(fn, v, location)
         b = v.buf
         mem = b.memory
         if mem not in reads:
@@ -170,11 +172,22 @@ def emit(
                 box = _box(v)
                 b.acc_boxes = [a for a in boxes if not _overlaps(a, box)]
     if dst is not None:
+        if dst.indirect is not None:
+            _indirect_operand(fn, dst, location)
         _write(fn, eng, dst, idx, location, opcode)
     if dst2 is not None:
         _write(fn, eng, dst2, idx, location, opcode)
     records.append((opcode, eng, dst, tuple(srcs), {} if imm is None else imm, location, name, queue, dst2))
     return idx
+
+
+def _indirect_operand(fn: str, v: TensorView, location) -> None:
+    raise UnsupportedError(
+        f"nisa.{fn}: {_describe(v)} is an indirect view (scalar_offset / vector_offset); only "
+        f"nisa.dma_copy moves indirect views",
+        instruction=f"nisa.{fn}",
+        location=location,
+    )
 
 
 def _write(fn: str, eng: Engine, v: TensorView, idx: int, location, opcode) -> None:
@@ -193,7 +206,7 @@ def _write(fn: str, eng: Engine, v: TensorView, idx: int, location, opcode) -> N
         if root.first < 0:
             root.first = idx
         root.last = idx
-        if b.acc_boxes is not None and opcode is not Opcode.NC_MATMUL:
+        if b.acc_boxes is not None and opcode not in MATMUL_OPS:
             b.acc_boxes.append(_box(v))
 
 

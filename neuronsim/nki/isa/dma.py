@@ -77,8 +77,33 @@ def dma_copy(
     if not isinstance(dst, TensorView) or not isinstance(src, TensorView):
         dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
     _check_dma(fn, dst, src)
+    if dst.indirect is not None or src.indirect is not None:
+        _indirect_copy(fn, dst, src, oob_mode, dge_mode, name)
+        return
     imm = {} if dge_mode is _UNKNOWN_DGE and engine is _UNKNOWN else _descriptor_imm(fn, dge_mode, engine)
     emit(fn, Opcode.DMA_COPY, Engine.DMA, dst, (src,), imm, name=name, queue=current_trace().next_dma_queue())
+
+
+def _indirect_copy(fn: str, dst: TensorView, src: TensorView, oob, dge, name) -> None:
+    """A gather (indirect src) or scatter (indirect dst): one DMA_COPY_INDIRECT
+    (``sim/engines/dma_indirect.py``)."""
+    if dst.indirect is not None and src.indirect is not None:
+        raise _fail(fn, "both src and dst are indirect views; one side at most", UnsupportedError)
+    role, view = ("dst", dst) if dst.indirect is not None else ("src", src)
+    ind = view.indirect
+    if ind.vector and dge not in (dge_mode.unknown, dge_mode.swdge, None):
+        raise _fail(fn, f"a vector_offset access needs dge_mode=swdge (or unknown); got {dge} (S18)")
+    plain = type(view)(view.buf, view.offset, view.dims, view.ppair)
+    if ind.vector:  # the partition step comes from the offsets at run time
+        plain = type(view)(view.buf, view.offset, ((0, view.dims[0][1]),) + view.dims[1:])
+    if role == "dst":
+        dst = plain
+    else:
+        src = plain
+    imm = {"indexed": role, "vector": ind.vector, "stride": ind.stride,
+           "oob_skip": oob in (oob_mode.skip, "skip", 1), "dge": "swdge" if ind.vector else "hwdge"}
+    emit(fn, Opcode.DMA_COPY_INDIRECT, Engine.DMA, dst, (src, ind.offsets), imm, name=name,
+         queue=current_trace().next_dma_queue(), roles=("src", "offsets"))
 
 
 def dma_transpose(

@@ -19,8 +19,9 @@ bfloat16, tfloat32 = _D[DType.bfloat16], _D[DType.tfloat32]
 float8_e4m3, float8_e5m2 = _D[DType.float8_e4m3], _D[DType.float8_e5m2]
 float8_e4m3fn = _D[DType.float8_e4m3fn]
 DTYPE_MEMO = {nd: d for d, nd in _D.items()}  # keyed by the canonical objects: identity hits
-# The x4-packed MX types exist in the API; the simulator stores no packed formats (using one is a DtypeError).
-float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = "float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4"
+# The x4-packed MX data types and the E8M0 scale type (NeuronCore-v4; see types.MX_STORAGE).
+float8_e5m2_x4, float8_e4m3fn_x4 = _types.MX_DTYPES["float8_e5m2_x4"], _types.MX_DTYPES["float8_e4m3fn_x4"]
+float4_e2m1fn_x4, float8_e8m0fnu = _types.MX_DTYPES["float4_e2m1fn_x4"], _types.MX_DTYPES["float8_e8m0fnu"]
 
 
 class fp32:

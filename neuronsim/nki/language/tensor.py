@@ -18,7 +18,7 @@ from neuronsim.nki import isa as _isa
 from neuronsim.nki.language.dtypes import DTYPE_MEMO, bool_, private_hbm, psum, sbuf, shared_hbm
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import caller_location, current_trace
-from neuronsim.nki.types import MemoryRegion, NkiDtype, region_of, to_sim_dtype
+from neuronsim.nki.types import MemoryRegion, NkiDtype, mx_name, region_of, to_sim_dtype
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import AluOp, Memory
 
@@ -26,9 +26,7 @@ from neuronsim.sim.ir import AluOp, Memory
 
 
 def sim_dtype(dtype) -> DType:
-    """The simulator dtype of an ``nl`` dtype argument (the x4-packed MX types are not simulated)."""
-    if isinstance(dtype, str) and dtype.endswith("_x4"):
-        raise DtypeError(f"{dtype} (x4-packed MX data) is not simulated", location=caller_location())
+    """The simulator dtype of an ``nl`` dtype argument (an MX type: its storage word)."""
     try:
         return to_sim_dtype(dtype)
     except DtypeError as exc:
@@ -55,8 +53,10 @@ def alloc(shape, dtype, buffer=None, name: str = "", address=None, tag: str = ""
     if type(shape) is not tuple or not builtins.all(type(n) is int for n in shape):
         shape = _shape(shape)
     d = DTYPE_MEMO.get(dtype) if type(dtype) is NkiDtype else None
+    mx = None
     if d is None:
         d = sim_dtype(dtype)
+        mx = mx_name(dtype)
     location = caller_location()
     memory = region.memory
     if memory is not Memory.HBM:
@@ -74,6 +74,7 @@ def alloc(shape, dtype, buffer=None, name: str = "", address=None, tag: str = ""
             kind="scratch",
             shared=region.shared,
         )
+    buf.mx = mx
     return NkiTensor.whole(buf)
 
 

@@ -2,7 +2,9 @@
 
 from neuronsim.sim.engines import (
     dma,
+    dma_indirect,
     gpsimd,
+    mx,
     scalar,
     tensor,
     vector_bn,
@@ -16,7 +18,7 @@ from neuronsim.sim.engines import (
 from neuronsim.sim.engines.common import OpDef
 
 ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
-                  vector_top_k, vector_rng, scalar, gpsimd, dma)
+                  vector_top_k, vector_rng, scalar, gpsimd, dma, dma_indirect, mx)
 
 
 def _collect() -> dict:

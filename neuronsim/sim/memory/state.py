@@ -60,10 +60,12 @@ class CoreMemory:
         self.sbuf = self._rows[Memory.SBUF][:, :chip.sbuf_bytes_per_partition]
         self.psum = self._rows[Memory.PSUM][:, :chip.psum_bytes_per_partition]
 
-    def reset(self, program: Program, placement: Placement, policy: str) -> None:
+    def reset(self, program: Program, placement: Placement, policy: str, keep=frozenset()) -> None:
+        """Fill the bytes of ``program``'s on-chip tensors, except those named in ``keep`` (tiles
+        that carry their values over from an earlier phase of the same kernel on this core)."""
         fill = FILL_BYTE[policy]
         for t in program.tensors:
-            if t.memory is Memory.HBM:
+            if t.memory is Memory.HBM or t.name in keep:
                 continue
             mem = self.sbuf if t.memory is Memory.SBUF else self.psum
             start, off = placement.start_partition[t.id], placement.byte_offset[t.id]
@@ -84,7 +86,7 @@ class CoreMemory:
                        hbm: dict[int, np.ndarray]) -> np.ndarray:
         """The Numba executor's base address of every tensor of ``program``: on-chip tensors from the
         placement, HBM tensors from ``hbm`` (by tensor id; 0 for any the caller fills in per call)."""
-        bases = np.zeros(len(program.tensors), dtype=np.int64)
+        bases = np.zeros(len(program.tensors) + 1, dtype=np.int64)  # + the executor's status slot
         for t in program.tensors:
             if t.memory is not Memory.HBM:
                 bases[t.id] = self.on_chip_address(t, placement)

@@ -1,0 +1,99 @@
+"""MX kernels (NeuronCore-v4, ``chip="trn3"``): ``nisa.quantize_mx`` and ``nisa.nc_matmul_mx`` with
+the x4 dtypes, written as AWS's MXFP matmul guide writes them (offline-quantized data viewed as
+``_x4``, scales spread over the partition quadrants, on-device quantization of the moving tile)."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import neuronsim.nki as nki
+import neuronsim.nki.isa as nisa
+import neuronsim.nki.language as nl
+from neuronsim.errors import ConstraintError, DtypeError
+
+
+def spread_scales(data_sb, scale_hbm):
+    """Scales packed [P // 8, F] in HBM -> the quadrant layout (4 rows at the top of each 32)."""
+    p, f = data_sb.shape[0], scale_hbm.shape[1]
+    scale_sb = nl.ndarray((p, f), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.memset(dst=scale_sb, value=0)
+    for q in range(p // 32):
+        nisa.dma_copy(src=scale_hbm.ap(pattern=[[f, 4], [1, f]], offset=4 * q * f),
+                      dst=scale_sb.ap(pattern=[[f, 4], [1, f]], offset=32 * q * f))
+    return scale_sb
+
+
+@nki.jit
+def quantize_then_matmul(stationary_words, stationary_scale, moving_bf16):
+    """Offline-quantized stationary (uint32 words viewed as float8_e4m3fn_x4) times a moving tile
+    quantized on device."""
+    k, m = stationary_words.shape
+    n = moving_bf16.shape[1] // 4
+    st_hbm = stationary_words.ap(dtype=nl.float8_e4m3fn_x4, pattern=[[m, k], [1, m]], offset=0)
+    st = nl.ndarray((k, m), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    nisa.dma_copy(dst=st, src=st_hbm)
+    st_scale = spread_scales(st, stationary_scale)
+    mv_bf16 = nl.ndarray(moving_bf16.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mv_bf16, src=moving_bf16)
+    mv = nl.ndarray((k, n), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    mv_scale = nl.ndarray((k, n), dtype=nl.float8_e8m0fnu, buffer=nl.sbuf)
+    nisa.quantize_mx(dst=mv, src=mv_bf16, dst_scale=mv_scale)
+    acc = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul_mx(dst=acc, stationary=st, moving=mv, stationary_scale=st_scale, moving_scale=mv_scale)
+    res = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def _dequantize(words, scales_packed):
+    """[4P, F] fp64 values of uint32 fp8 words and contiguous [P // 8, F] scales (k = 4p + j)."""
+    p, f = words.shape
+    vals = words.view(np.uint8).reshape(p, f, 4).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    scale = np.ldexp(1.0, scales_packed.astype(int) - 127)[np.arange(p) // 8]
+    return (vals * scale[:, :, None]).transpose(0, 2, 1).reshape(4 * p, f)
+
+
+def test_offline_stationary_times_on_device_quantized_moving():
+    rng = np.random.default_rng(0)
+    k, m, n = 128, 64, 128
+    byte = rng.integers(0, 256, (k, m, 4), dtype=np.uint8)
+    values = byte.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    byte[~np.isfinite(values)] = 0
+    words = byte.view(np.uint32).reshape(k, m)
+    scales = rng.integers(120, 130, (k // 8, m), dtype=np.uint8)
+    moving = rng.standard_normal((k, 4 * n)).astype(ml_dtypes.bfloat16)
+    out, prof = nki.simulate(quantize_then_matmul, profile=True, chip="trn3")(words, scales, moving)
+    # The moving operand as quantize_mx makes it: X = 2^(floor(log2 amax) - 7) per 8x4 group (S16).
+    groups = moving.astype(np.float32).reshape(k // 8, 8, n, 4)
+    x = np.ldexp(1.0, np.floor(np.log2(np.abs(groups).max(axis=(1, 3)))).astype(int) - 7)
+    q = (groups / x[:, None, :, None]).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    mv = (q * x[:, None, :, None]).reshape(k, n, 4).transpose(0, 2, 1).reshape(4 * k, n)
+    st = _dequantize(words, scales)
+    expect = st.T @ mv
+    bound = 4 * k * 2.0**-24 * (np.abs(st).T @ np.abs(mv))
+    assert np.all(np.abs(out - expect) <= bound)
+    np.testing.assert_allclose(out, st.T @ moving.astype(np.float64).reshape(k, n, 4).transpose(0, 2, 1)
+                               .reshape(4 * k, n), rtol=0.1, atol=0.1 * np.abs(expect).max())
+    assert {"NC_MATMUL_MX", "QUANTIZE_MX"} <= {e.opcode for e in prof.timeline}
+    assert prof.summary["model_flops"] == 2 * (4 * k) * m * n
+
+
+def test_mx_needs_neuroncore_v4_and_mx_operands():
+    rng = np.random.default_rng(1)
+    args = (np.zeros((128, 64), np.uint32), np.zeros((16, 64), np.uint8),
+            rng.standard_normal((128, 512)).astype(ml_dtypes.bfloat16))
+    with pytest.raises(ConstraintError, match=r"test_mx_kernels.py:\d+.*NeuronCore-v4"):
+        nki.simulate(quantize_then_matmul, chip="trn2")(*args)
+
+    @nki.jit
+    def plain_words(a):
+        t = nl.ndarray((32, 4), dtype=nl.uint32, buffer=nl.sbuf)
+        s = nl.ndarray((4, 4), dtype=nl.uint8, buffer=nl.sbuf)
+        acc = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul_mx(dst=acc, stationary=t, moving=t, stationary_scale=s, moving_scale=s)
+        return a
+
+    with pytest.raises(DtypeError, match=r"test_mx_kernels.py:\d+.*is not MX data"):
+        nki.simulate(plain_words, chip="trn3")(np.zeros((1, 1), np.float32))
