@@ -5,51 +5,12 @@ including the generic rule that GpSimd never touches PSUM (S9)."""
 import ml_dtypes
 import numpy as np
 import pytest
+from reduce_cases import CHIP, EXECUTORS, LOC, OneOp
 
 from neuronsim import sim
 from neuronsim.errors import ConstraintError, DtypeError, EngineAccessError
 from neuronsim.sim import AluOp, Opcode, ProgramBuilder
-from neuronsim.sim.chips import get_chip
-from neuronsim.sim.dtypes import dtype_of
 from neuronsim.sim.engines import OPDEFS
-
-EXECUTORS = ["numba", "reference"]
-LOC = "kernel.py:11"
-CHIP = get_chip("trn2")
-
-
-class OneOp:
-    """A Program around one instruction: DMA the inputs into SBUF, run it, DMA the results out."""
-
-    def __init__(self):
-        self.b = ProgramBuilder("one_op")
-        self.inputs: dict[str, np.ndarray] = {}
-        self.results = []
-
-    def load(self, name, array, dtype=None):
-        dtype = dtype_of(array.dtype) if dtype is None else dtype_of(dtype)
-        h = self.b.hbm(name + "_in", array.shape, dtype)
-        t = self.b.sbuf(name, array.shape, dtype)
-        self.b.emit(Opcode.DMA_COPY, t, [h])
-        self.inputs[h.name] = array
-        return t
-
-    def result(self, name, shape, dtype="float32"):
-        t = self.b.sbuf(name, shape, dtype)
-        self.results.append(t)
-        return t
-
-    def emit(self, opcode, dst, srcs=(), **imm):
-        return self.b.emit(opcode, dst, srcs, location=LOC, **imm)
-
-    def build(self):
-        for t in self.results:
-            self.b.emit(Opcode.DMA_COPY, self.b.hbm(t.name + "_out", t.shape, t.dtype, kind="output"), [t])
-        return self.b.build()
-
-    def run(self, executor):
-        out = sim.run(self.build(), self.inputs, executor=executor).outputs
-        return {t.name: out[t.name + "_out"] for t in self.results}
 
 
 def _rejects(build, cls, match):
