@@ -9,8 +9,6 @@ of them inside its regions.
 
 from __future__ import annotations
 
-import math
-
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.sim.ir import ActFunc, AluOp
@@ -152,7 +150,7 @@ def gelu_backward(dst, grad, x):  # grad * gelu'(x): ScalarE's gelu_dx, then one
     alu2(dst, d, grad, A.multiply)
 
 
-_GELU_BETA = math.sqrt(2.0 / math.pi)  # ATen's kBeta = M_SQRT2 * M_2_SQRTPI * 0.5
+_GELU_BETA = 0.7978845608028654  # sqrt(2 / pi): ATen's kBeta = M_SQRT2 * M_2_SQRTPI * 0.5
 _GELU_KAPPA = 0.044715
 
 
