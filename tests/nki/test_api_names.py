@@ -43,6 +43,41 @@ def test_nkiobject_subclasses_take_keyword_arguments():
     assert (p.section_idx, p.section_offset) == (3, 128)
 
 
+
+def test_nkiobject_classes_get_nki_s_data_class_initializer():
+    """The language guide: every NKIObject class is like a data class, with or without @dataclass;
+    the generated __init__ takes each attribute (defaulting to None) and calls __post_init__."""
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class SectionParams(nl.NKIObject):  # attention_cte: plain attributes, built with keywords
+        section_idx = None
+        section_offset = 0
+
+    @dataclass(frozen=True)
+    class Sizes(nl.NKIObject):
+        tokens: int
+        hidden: int = 512
+        tiles: list = field(default_factory=list)
+
+        def __post_init__(self):
+            object.__setattr__(self, "tiles", [self.hidden // 128] * 2)
+
+    class Fixed(nl.NKIObject):
+        def __init__(self, a):
+            self.a = a
+
+    p = SectionParams(section_idx=2)
+    assert (p.section_idx, p.section_offset) == (2, 0)
+    assert Sizes(4) == Sizes(tokens=4, hidden=512) and Sizes().tokens is None  # omitted field: None
+    assert Sizes(1, 256).tiles == [2, 2]
+    with pytest.raises(TypeError, match="takes 3 positional arguments"):
+        Sizes(1, 2, [], 4)
+    assert Fixed(5).a == 5  # a class's own __init__ is kept
+    with pytest.raises(TypeError):
+        Fixed(a=1, b=2)
+
+
 def test_buffer_predicates():
     assert nl.is_hbm(nl.shared_hbm) and nl.is_hbm(nl.hbm) and not nl.is_hbm(nl.sbuf)
     assert nl.is_on_chip(nl.psum) and nl.is_psum(nl.psum) and nl.is_sbuf(nl.sbuf)
