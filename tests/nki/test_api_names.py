@@ -179,3 +179,27 @@ def test_partition_mismatch_other_than_one_is_still_an_error():
 
     with pytest.raises(ConstraintError, match="partitions"):
         nki.simulate(k)(np.ones((128, 4), np.float32), np.ones((64, 4), np.float32))
+
+
+def test_isa_enums_take_aws_integer_values():
+    """AWS's nki.isa enums are ints; the library passes dge_mode=3 (none) from a helper."""
+    assert nisa.dge_mode(3) is nisa.dge_mode.none and nisa.dge_mode(1) is nisa.dge_mode.swdge
+    assert nisa.oob_mode(1) is nisa.oob_mode.skip and nisa.engine(5) is nisa.engine.vector
+    assert nisa.reduce_cmd(3) is nisa.reduce_cmd.reset_reduce
+    with pytest.raises(ValueError):
+        nisa.dge_mode(7)
+
+
+def test_on_chip_views_stay_two_dimensional():
+    """The language guide: an int index on a free dim drops it unless that would leave an on-chip
+    tensor < 2-D, then the last free dim stays at size 1 (attention_cte's bound[:n, g][:n, :1])."""
+
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((128, 64, 32), dtype=nl.float32, buffer=nl.sbuf)
+        u = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        assert t[:, 0].shape == (128, 32) and t[:, 0, 10].shape == (128, 1)
+        assert u[:64, 3].shape == (64, 1) and u[:64, 3][:64, :1].shape == (64, 1)
+        return a
+
+    k.specialize((np.zeros((2, 2), np.float32),))
