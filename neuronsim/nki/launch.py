@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from neuronsim.errors import InputError
+from neuronsim.nki import hbm as hbm_check
 from neuronsim.nki.profile import record_launch
 from neuronsim.nki.traced import ReturnedView, TracedKernel, is_torch
 from neuronsim.options import current as current_options
@@ -60,8 +61,9 @@ def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap
         for t in p.hbm_tensors()
         if t.kind == "inout"
     }
-    for i, (name, a) in enumerate(zip(names, given, strict=False)):
-        arr = to_numpy(a)
+    arrays = [to_numpy(a) for a in given]
+    _check_host(traced, names, arrays, inouts)
+    for i, (name, a, arr) in enumerate(zip(names, given, arrays, strict=False)):
         if name in inouts and not arr.flags.writeable:
             raise InputError(
                 f"kernel {traced.name} writes its array argument {i} ('{name}'), but that array is "
@@ -109,6 +111,16 @@ def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap
     if wrap is None:
         wrap = (lambda _name, a: _from_numpy(a)) if use_torch else (lambda _name, a: a)
     return _outputs(traced.returns, hbm, wrap), runs
+
+
+def _check_host(traced: TracedKernel, names, arrays, inouts) -> None:
+    """Before making any array: the HBM arrays this launch creates (shared tensors, copies of
+    written or strided arguments, one instance's private HBM at a time) must fit this host."""
+    need = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype, _ in traced.shared.values())
+    need += sum(a.nbytes for n, a in zip(names, arrays, strict=False)
+                if n in inouts or not a.flags.c_contiguous)
+    need += traced.info.get("private_hbm_bytes", 0)
+    hbm_check.check_host(traced.name, need)
 
 
 def _writer(traced: TracedKernel, name: str) -> str | None:

@@ -31,6 +31,8 @@ def pytest_addoption(parser):
     parser.addoption("--compat-repo", default=None, help="root of the nki-library checkout")
     parser.addoption("--compat-cases", type=int, default=0,
                      help="run only the first N cases of each test function (0: all)")
+    parser.addoption("--compat-skip", default=None,
+                     help="file of test ids already run (one per line): deselected, so a run resumes")
 
 
 def _stand_in(name: str, **attrs) -> types.ModuleType:
@@ -145,6 +147,13 @@ def pytest_collection_modifyitems(config, items):
             else:
                 dropped.append(item)
         items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
+    skip_file = config.getoption("--compat-skip")
+    if skip_file:
+        with open(skip_file) as f:
+            done = {line.strip() for line in f if line.strip()}
+        dropped = [item for item in items if item.nodeid in done]
+        items[:] = [item for item in items if item.nodeid not in done]
         config.hook.pytest_deselected(items=dropped)
 
 
@@ -329,6 +338,15 @@ def _validate(kernel_args, outputs) -> dict:
             bad.append(f"{name}: max |error| {err:.3g} (rtol {va.relative_accuracy}, "
                        f"atol {va.absolute_accuracy})")
     return {"correct": ok, "max_error": worst, "error": "; ".join(bad)}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """A start marker per case: if the process dies in it (the host's OOM killer, a signal), the
+    runner records that case as failed and resumes after it."""
+    cfg = _CONFIG[0] if _CONFIG else None
+    if cfg is not None and cfg._compat.path:
+        with open(cfg._compat.path, "a") as f:
+            f.write(json.dumps({"started": nodeid}) + "\n")
 
 
 @pytest.hookimpl(hookwrapper=True)
