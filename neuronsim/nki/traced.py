@@ -172,6 +172,8 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
         time.perf_counter() - t0,
         n,
         info={"hbm_bytes": hbm_bytes,
+              # the staging tensors of nki.collectives calls: one array seen by every rank (ranks.py)
+              "world": {c[2] for c in trace.collectives}, "collectives": [c[:2] for c in trace.collectives],
               "private_hbm_bytes": max(sum(hbm.nbytes(b) for b in p) for p in privates)},
     )
 
