@@ -276,6 +276,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::native_group_norm.default",
         "aten::native_group_norm_backward.default",
     ),
+    "neuronsim.kernels.index_dma": (
+        "aten::_index_put_impl_.default",
+        "aten::index.Tensor",
+        "aten::index_put_.default",
+    ),
     "neuronsim.kernels.indexing": (
         "aten::embedding_dense_backward.default",
         "aten::gather.default",
