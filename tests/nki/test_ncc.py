@@ -1,4 +1,4 @@
-"""nki.collectives on a collective launch (nki/collectives.py, nki/ranks.py): values per rank, the
+"""nki.collectives (ncc) on a collective launch (nki/collectives.py, nki/ranks.py): values per rank, the
 rendezvous in time, and the mistakes a kernel can make."""
 
 import numpy as np
