@@ -83,7 +83,7 @@ def test_collective_mistakes_are_located_errors():
                                                              collective_dim=0))
     with pytest.raises(ConstraintError, match=r"replica group \[0, 1\] has ranks \[1\], but this launch has 1") as err:
         nki.simulate(gather)(xs[0], ReplicaGroup([[0, 1]]), None)
-    assert err.value.location.split(":")[0].endswith("test_collectives.py")
+    assert err.value.location.split(":")[0].endswith("test_ncc.py")
     with pytest.raises(ConstraintError, match="share of dst and src.*differ in size"):  # dst is not 2x src
         simulate_ranks(gather, 2)(_inputs(xs, ReplicaGroup([[0, 1]])))
     reduce_max = _hbm_collective(lambda d, s, g, _: ncc.all_reduce(srcs=[s], dsts=[d], replica_group=g,
