@@ -383,10 +383,14 @@ class IndirectOffset:
     def make(cls, view: TensorView, scalar, vector, stride: int) -> IndirectOffset:
         offsets = vector if vector is not None else scalar
         kind = "vector_offset" if vector is not None else "scalar_offset"
+        if type(offsets).__name__ == "VirtualRegister" and vector is None:
+            from neuronsim.nki.isa.registers import register_word
+
+            offsets = register_word(offsets, "dma_copy")  # the DGE reads the register's value
         if not isinstance(offsets, TensorView):
             raise UnsupportedError(
-                f"{kind}={type(offsets).__name__}: only SBUF index tensors are simulated as offsets "
-                f"(VirtualRegister offsets are not)", location=caller_location())
+                f"{kind}={type(offsets).__name__}: offsets are SBUF index tensors (or a VirtualRegister "
+                f"scalar_offset)", location=caller_location())
         if offsets.buf.memory is not Memory.SBUF:
             raise ConstraintError(f"{kind} must be an SBUF tensor; got {offsets!r}",
                                   location=caller_location())

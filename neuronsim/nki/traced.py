@@ -22,6 +22,7 @@ import numpy as np
 from neuronsim.errors import ConstraintError, DtypeError, InputError
 from neuronsim.nki.allocate import allocate
 from neuronsim.nki.build import build_programs
+from neuronsim.nki.isa.registers import extend_liveness
 from neuronsim.nki.language import NkiTensor
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import Trace, code_location, tracing
@@ -122,6 +123,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
             if b.memory is Memory.HBM and b.kind == "input" and b.written:
                 b.kind = "inout"
         exchanges.append(trace.exchanges)
+        extend_liveness(trace)
         rotation = allocate(trace)
         programs = build_programs(trace, location)
         instances.append(
