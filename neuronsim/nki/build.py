@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from neuronsim.nki.buffer import Buffer
-from neuronsim.nki.isa.registers import resolve_branches
+from neuronsim.nki.control_flow import resolve_branches
 from neuronsim.nki.trace import Trace
 from neuronsim.sim.ir import ON_CHIP, AccessPattern, Instruction, Memory, Program, TensorDecl
 

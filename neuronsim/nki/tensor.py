@@ -383,10 +383,8 @@ class IndirectOffset:
     def make(cls, view: TensorView, scalar, vector, stride: int) -> IndirectOffset:
         offsets = vector if vector is not None else scalar
         kind = "vector_offset" if vector is not None else "scalar_offset"
-        if type(offsets).__name__ == "VirtualRegister" and vector is None:
-            from neuronsim.nki.isa.registers import register_word
-
-            offsets = register_word(offsets, "dma_copy")  # the DGE reads the register's value
+        if hasattr(offsets, "offset_word") and vector is None:  # a VirtualRegister: the DGE reads its value
+            offsets = offsets.offset_word()
         if not isinstance(offsets, TensorView):
             raise UnsupportedError(
                 f"{kind}={type(offsets).__name__}: offsets are SBUF index tensors (or a VirtualRegister "

@@ -22,7 +22,7 @@ import numpy as np
 from neuronsim.errors import ConstraintError, DtypeError, InputError
 from neuronsim.nki.allocate import allocate
 from neuronsim.nki.build import build_programs
-from neuronsim.nki.isa.registers import extend_liveness
+from neuronsim.nki.control_flow import extend_liveness
 from neuronsim.nki.language import NkiTensor
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import Trace, code_location, tracing

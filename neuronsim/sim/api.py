@@ -12,9 +12,9 @@ ran, and cached per path (DESIGN decision 4). ``RunResult.prepared`` is then tha
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
-import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np

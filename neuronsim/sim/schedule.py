@@ -159,7 +159,8 @@ class ScheduleInputs:
     acc: np.ndarray  # [n_acc, 7]: space, p0, p1, b0, b1, is_write, read by the step before
     clock_ghz: np.ndarray  # per compute track
     params: np.ndarray  # float64 timing parameters (_P_*)
-    after_branch: np.ndarray  # the last BRANCH before instruction i (-1: none): it waits for its decision
+    # The last BRANCH before instruction i (-1: none): i waits for its decision. None: no branches.
+    after_branch: np.ndarray | None = None
 
 
 def _compute_step(ins, chip: ChipSpec, table_loaded: list) -> tuple[float, float, int, int, float, float]:
@@ -235,7 +236,8 @@ def run_schedule(inp: ScheduleInputs, n_tracks: int, n_spaces: int):
     return schedule_arrays(inp.track, inp.cycles, inp.piece_ns, inp.latency_ns, inp.pre_kind,
                            inp.pre_track, inp.pre_ns, inp.pre_latency_ns, inp.dma_first, inp.dma_count,
                            inp.kick_ns, inp.stagger_ns, inp.acc_ptr, inp.acc, inp.clock_ghz, inp.params,
-                           inp.after_branch, n_tracks, n_spaces)
+                           np.full(inp.track.size, -1, np.int64) if inp.after_branch is None else inp.after_branch,
+                           n_tracks, n_spaces)
 
 
 def schedule_program(program: Program, chip: ChipSpec, placement: Placement) -> Timeline:

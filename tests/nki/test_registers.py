@@ -9,7 +9,6 @@ import neuronsim.nki as nki
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.errors import ConstraintError, UnsupportedError
-from neuronsim.sim import Opcode
 
 P, F = 128, 64
 

@@ -6,7 +6,7 @@ A register's value is known only when the kernel runs. A loop on one is recorded
 compiler emits it: its body between a test that leaves the loop and a jump back to that test. The
 test and the jump are ``BRANCH`` records whose targets ``resolve_branches`` fills in when the
 Program is built (records may still be inserted before then). A tile used both inside a dynamic
-loop and outside it stays live over the whole loop (``extend_liveness``): every trip reuses it.
+loop and outside it stays live over the whole loop (``nki/control_flow.py``): every trip reuses it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from neuronsim.nki.isa.common import _describe, _fail, _tile, emit
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import LoopFrame, caller_location, current_trace
 from neuronsim.sim.dtypes import DType
-from neuronsim.sim.ir import ON_CHIP, Engine, Memory, Opcode
+from neuronsim.sim.ir import Engine, Memory, Opcode
 
 
 class VirtualRegister:
@@ -43,6 +43,10 @@ class VirtualRegister:
                         f"a loop bound (nl.dynamic_range, nl.fori_loop), a while condition or a scalar_offset")
 
     __index__ = __int__
+
+    def offset_word(self, fn: str = "dma_copy") -> TensorView:
+        """An SBUF int32 word holding this register's value now (a register used as a ``scalar_offset``)."""
+        return register_word(self, fn)
 
 
 class DynamicLoop:
@@ -201,57 +205,6 @@ def _while_test(reg: VirtualRegister, frame) -> bool:
     _open(trace, loop, "while", cmp="equal", reg=reg.number, rhs_reg=-1, value=0)
     trace.open_whiles[key] = loop
     return True
-
-
-# ---------------------------------------------------------------- when the trace is done
-
-
-def loop_spans(records) -> list[tuple[int, int, DynamicLoop]]:
-    """(exit test index, back jump index, loop) of every dynamic loop in ``records``."""
-    opened: dict[int, int] = {}
-    spans = []
-    for i, rec in enumerate(records):
-        imm = rec[4]
-        if rec[0] is Opcode.BRANCH and "loop" in imm:
-            loop = imm["loop"]
-            if imm["role"] == "exit":
-                opened[id(loop)] = i
-            else:
-                spans.append((opened.pop(id(loop)), i, loop))
-    if opened:
-        raise UnsupportedError("a dynamic loop on a register was left without reaching its end (a `break` or "
-                               "`return` in its body, or an exception): its body must run to the end",
-                               location=next(r[5] for r in records if r[4].get("loop") is not None))
-    return spans
-
-
-def extend_liveness(trace) -> None:
-    """A tile used inside a dynamic loop and also before or after it is held for the whole loop."""
-    spans = loop_spans(trace.records)
-    if not spans:
-        return
-    for b in trace.buffers:
-        if b.memory not in ON_CHIP or b.alias_of is not None or b.first < 0:
-            continue
-        for _ in range(2):  # spans come inner loops first; a second pass settles siblings
-            for lo, hi, _loop in spans:
-                if b.first <= hi and b.last >= lo and (b.first < lo or b.last > hi):
-                    b.first, b.last = min(b.first, lo), max(b.last, hi)
-
-
-def resolve_branches(records) -> list:
-    """The records with each loop BRANCH's ``target`` (an index into ``records``) filled in."""
-    spans = loop_spans(records)
-    if not spans:
-        return records
-    out = list(records)
-    for lo, hi, _ in spans:
-        for i, target in ((lo, hi + 1), (hi, lo)):
-            rec = out[i]
-            imm = {k: v for k, v in rec[4].items() if k not in ("loop", "role")}
-            imm["target"] = target
-            out[i] = (*rec[:4], imm, *rec[5:])
-    return out
 
 
 def check_no_open_loops(trace, fn: str) -> None:
