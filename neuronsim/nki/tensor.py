@@ -200,6 +200,14 @@ class TensorView:
         if not pairs:
             raise ConstraintError(".ap() needs at least one [step, num] pair", location=caller_location())
         view = type(self)(buf, self.offset if offset is None else int(offset), pairs)
+        known = getattr(scalar_offset, "known_value", None)
+        if known is not None and vector_offset is None:  # a register whose value the trace knows
+            dim = int(indirect_dim)
+            if not 0 <= dim < len(self.shape):
+                raise ConstraintError(f".ap(): indirect_dim={dim} is not a dim of {self.shape}",
+                                      location=caller_location())
+            view.offset += int(known) * math.prod(self.shape[dim + 1:])
+            return view
         if scalar_offset is not None or vector_offset is not None:
             if scalar_offset is not None and vector_offset is not None:
                 raise ConstraintError(".ap(): at most one of scalar_offset and vector_offset",
@@ -535,6 +543,7 @@ def _index_view(t: TensorView, key) -> TensorView:
     dims = []
     ppair = t.ppair
     partition_dim = ppair is None and t.buf.memory in ON_CHIP
+    last_dropped = None  # (position, step) of the last free dim an int index dropped
     tdims = t.dims
     for d, k in enumerate(key):
         step, num = tdims[d]
@@ -562,6 +571,8 @@ def _index_view(t: TensorView, key) -> TensorView:
                 ppair = (step, 1)
             elif partition_dim and index_rules.keep_free_dims:
                 dims.append((step, 1))
+            else:
+                last_dropped = (len(dims), step)
             continue
         if isinstance(k, DynSlice):
             if k.start < 0 or k.start + k.size > num or k.size < 0:
@@ -577,6 +588,11 @@ def _index_view(t: TensorView, key) -> TensorView:
         )
     if len(key) < n:
         dims.extend(tdims[len(key) :])
+    if partition_dim and ppair is None and len(dims) < 2 and last_dropped is not None and dims:
+        # NKI 0.6: an on-chip tensor stays >= 2-D; an int index that would leave only the partition
+        # dim keeps the last free dim at size 1 (t[:, 3] of a [P, F] tile is [P, 1])
+        at, step = last_dropped
+        dims.insert(at, (step, 1))
     return type(t)(t.buf, offset, tuple(dims), ppair)
 
 

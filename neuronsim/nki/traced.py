@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neuronsim.errors import ConstraintError, DtypeError, InputError
+from neuronsim.nki import hbm
 from neuronsim.nki.allocate import allocate
 from neuronsim.nki.build import build_programs
 from neuronsim.nki.control_flow import extend_liveness
@@ -105,6 +106,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
     t0 = time.perf_counter()
     instances = []
     exchanges = []
+    privates = []
     first = None
     for pid in itertools.product(*(range(n) for n in grid)):
         trace = Trace(name, chip, pid, grid)
@@ -123,6 +125,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
             if b.memory is Memory.HBM and b.kind == "input" and b.written:
                 b.kind = "inout"
         exchanges.append(trace.exchanges)
+        privates.append(hbm.private(trace))
         extend_liveness(trace)
         rotation = allocate(trace)
         programs = build_programs(trace, location)
@@ -145,6 +148,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
             )
     _check_exchanges(name, exchanges)
     trace, arg_names, returns = first
+    hbm_bytes = hbm.check_chip(name, trace, privates, chip)
     shared, constants, fills = {}, {}, {}
     for b in trace.buffers:
         if b.memory is not Memory.HBM:
@@ -169,6 +173,10 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
         fills,
         time.perf_counter() - t0,
         n,
+        info={"hbm_bytes": hbm_bytes,
+              # the staging tensors of nki.collectives calls: one array seen by every rank (ranks.py)
+              "world": {c[2] for c in trace.collectives}, "collectives": [c[:2] for c in trace.collectives],
+              "private_hbm_bytes": max(sum(hbm.nbytes(b) for b in p) for p in privates)},
     )
 
 

@@ -122,8 +122,6 @@ NOT_SIMULATED = (
     "exponential",
     "sequence_bounds",
     "dma_compute",
-    "range_select",
-    "nc_match_replace8",
     "nonzero_with_count",
     "topk",
 )
