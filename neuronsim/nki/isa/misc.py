@@ -14,7 +14,7 @@ from neuronsim.nki.isa.enums import (
     engine,
     nc_version,
 )
-from neuronsim.nki.isa.registers import check_no_open_loops
+from neuronsim.nki.isa.registers import VirtualRegister, check_no_open_loops  # noqa: F401 (collectives)
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.sim.ir import Engine, Memory, Opcode

@@ -26,8 +26,10 @@ class VirtualRegister:
     """A 32-bit register of the engine sequencers (``nisa.register_alloc``). Its value is known only
     while the kernel runs: use it as a loop bound, a ``while`` condition, or a ``scalar_offset``."""
 
-    def __init__(self, number: int, frozen: bool = False):
-        self.number, self.frozen = number, frozen
+    def __init__(self, number: int | None = None, frozen: bool = False, state=None):
+        # number: the IR register; None for a register whose value the tracer knows (a rank id,
+        # ``collectives.RankRegister``, which sets ``known_value``)
+        self.number, self.frozen, self.state = number, frozen, state
 
     def __repr__(self) -> str:
         return f"VirtualRegister(r{self.number})"
@@ -35,8 +37,9 @@ class VirtualRegister:
     def __bool__(self):
         """``while reg:`` — the loop test at the ``while`` line (its first evaluation opens the loop,
         the next one, after the body, closes it); other truth tests cannot be traced."""
-        caller = sys._getframe(1)
-        return _while_test(self, caller)
+        if self.number is None:
+            raise TypeError(f"{self!r}: Python control flow on a register is not traced")
+        return _while_test(self, sys._getframe(1))
 
     def __int__(self):
         raise TypeError(f"{self!r}: a register's value is not known while the kernel is traced; use it as "
@@ -67,6 +70,8 @@ def _new_register() -> VirtualRegister:
 def _register(x, role: str, fn: str) -> VirtualRegister:
     if not isinstance(x, VirtualRegister):
         raise _fail(fn, f"{role} must be a VirtualRegister (nisa.register_alloc); got {type(x).__name__}")
+    if x.number is None:
+        raise _fail(fn, f"{role} {x!r} is a value the tracer knows, not a device register")
     return x
 
 
@@ -77,7 +82,14 @@ def _word(x, role: str, fn: str) -> TensorView:
     return v
 
 
+def _known(x):
+    """A register whose value the tracer knows (a rank id) as that int; anything else unchanged."""
+    value = getattr(x, "known_value", None)
+    return x if value is None else int(value)
+
+
 def _move(dst: VirtualRegister, src, fn: str, add: int = 0) -> None:
+    src = _known(src)
     if isinstance(src, VirtualRegister):
         emit(fn, Opcode.REGISTER_MOVE, Engine.SYNC, None, (), {"dst_reg": dst.number, "src_reg": src.number,
                                                              "value": int(add)})
@@ -127,6 +139,8 @@ def register_store(dst, src) -> None:
 
 
 def register_word(reg: VirtualRegister, fn: str) -> TensorView:
+    if reg.number is None:
+        raise _fail(fn, f"{reg!r} is not a device register")
     """An SBUF int32 word holding ``reg``'s value now (a register used as a ``scalar_offset``)."""
     trace = current_trace()
     buf = trace.new_tile(f"r{reg.number}_word", Memory.SBUF, (1, 1), DType.int32, caller_location(), "register")
@@ -163,6 +177,7 @@ def dynamic_loop(start, stop, step, fn: str, location, fresh_induction: bool = F
         raise ConstraintError(f"nl.{fn}: step={step!r}; a dynamic loop's step is a positive int constant",
                               location=location)
     trace = current_trace()
+    start, stop = _known(start), _known(stop)
     counter = _new_register()
     _move(counter, start, fn)
     loop = DynamicLoop(location)
