@@ -28,6 +28,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "neuronsim.kernels.copy": (
         "aten::cat.default",
         "aten::copy_.default",
+        "aten::select_backward.default",
     ),
     "neuronsim.kernels.dropout": (
         "aten::native_dropout.default",
