@@ -391,10 +391,12 @@ class IndirectOffset:
     def make(cls, view: TensorView, scalar, vector, stride: int) -> IndirectOffset:
         offsets = vector if vector is not None else scalar
         kind = "vector_offset" if vector is not None else "scalar_offset"
+        if hasattr(offsets, "offset_word") and vector is None:  # a VirtualRegister: the DGE reads its value
+            offsets = offsets.offset_word()
         if not isinstance(offsets, TensorView):
             raise UnsupportedError(
-                f"{kind}={type(offsets).__name__}: only SBUF index tensors are simulated as offsets "
-                f"(VirtualRegister offsets are not)", location=caller_location())
+                f"{kind}={type(offsets).__name__}: offsets are SBUF index tensors (or a VirtualRegister "
+                f"scalar_offset)", location=caller_location())
         if offsets.buf.memory is not Memory.SBUF:
             raise ConstraintError(f"{kind} must be an SBUF tensor; got {offsets!r}",
                                   location=caller_location())
@@ -541,6 +543,7 @@ def _index_view(t: TensorView, key) -> TensorView:
     dims = []
     ppair = t.ppair
     partition_dim = ppair is None and t.buf.memory in ON_CHIP
+    last_dropped = None  # (position, step) of the last free dim an int index dropped
     tdims = t.dims
     for d, k in enumerate(key):
         step, num = tdims[d]
@@ -568,6 +571,8 @@ def _index_view(t: TensorView, key) -> TensorView:
                 ppair = (step, 1)
             elif partition_dim and index_rules.keep_free_dims:
                 dims.append((step, 1))
+            else:
+                last_dropped = (len(dims), step)
             continue
         if isinstance(k, DynSlice):
             if k.start < 0 or k.start + k.size > num or k.size < 0:
@@ -583,6 +588,11 @@ def _index_view(t: TensorView, key) -> TensorView:
         )
     if len(key) < n:
         dims.extend(tdims[len(key) :])
+    if partition_dim and ppair is None and len(dims) < 2 and last_dropped is not None and dims:
+        # NKI 0.6: an on-chip tensor stays >= 2-D; an int index that would leave only the partition
+        # dim keeps the last free dim at size 1 (t[:, 3] of a [P, F] tile is [P, 1])
+        at, step = last_dropped
+        dims.insert(at, (step, 1))
     return type(t)(t.buf, offset, tuple(dims), ppair)
 
 

@@ -45,7 +45,8 @@ KERNEL_ARGS = (types.Array(types.int64, 1, "C"), types.Array(types.float64, 1, "
                types.Array(types.int64, 1, "C"))
 
 STATUS_OUT_OF_BOUNDS = 1  # set by the indirect DMA kernel
-STATUS_KERNEL_RAISED = 2  # set by the loop when a kernel returned an error status
+STATUS_PATH_FULL = 2  # run_branching's path array is full (the caller grows it and resumes)
+STATUS_KERNEL_RAISED = 3  # set by the loop when a kernel returned an error status
 
 # Entry address of each opcode's compiled kernel (0: not loaded in this process yet).
 ENTRIES = np.zeros(max(int(op) for op in Opcode) + 1, dtype=np.int64)
@@ -88,6 +89,39 @@ def run_encoded(itab, ftab, bases, entries, start):
         if bases[last] != 0:
             return i
     return -1
+
+
+@njit(cache=True)
+def run_branching(itab, ftab, bases, entries, start, path, n_taken):
+    """``run_encoded`` for a Program with branches (``engines/control.py``): ``bases`` ends with its
+    registers, the pending-jump slot and the status slot; each jump taken is recorded in ``path``
+    as (branch index, target). (next, jumps recorded): next is -1 when the Program ended, else the
+    instruction that stopped (no entry yet, a status set, or ``path`` full: status 2)."""
+    jump = bases.shape[0] - 2
+    status = bases.shape[0] - 1
+    n = itab.shape[0]
+    i = start
+    while i < n:
+        row = itab[i]
+        address = entries[row[0]]
+        if address == 0:
+            return i, n_taken
+        if _call_kernel(address, row, ftab[i], bases):
+            bases[status] = STATUS_KERNEL_RAISED
+        if bases[status] != 0:
+            return i, n_taken
+        if bases[jump] == 0:
+            i += 1
+            continue
+        if n_taken == path.shape[0]:
+            bases[status] = STATUS_PATH_FULL
+            return i, n_taken
+        path[n_taken, 0] = i
+        path[n_taken, 1] = bases[jump] - 1
+        n_taken += 1
+        i = bases[jump] - 1
+        bases[jump] = 0
+    return -1, n_taken
 
 
 def kernel_for(op: Opcode):
@@ -163,6 +197,29 @@ def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray, program: Prog
             return start
         start += 1
     return -1
+
+
+def execute_branching(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> tuple[int, np.ndarray]:
+    """Run an encoded Program with branches; (-1 or the instruction whose status stopped it, the
+    jumps taken as rows (branch index, target)). Not tiered: its kernels compile in place."""
+    from neuronsim.sim.execute_reference import MAX_JUMPS
+
+    path = np.zeros((64, 2), np.int64)
+    taken, start = 0, 0
+    while start < itab.shape[0]:
+        start, taken = run_branching(itab, ftab, bases, ENTRIES, start, path, taken)
+        if start < 0:
+            break
+        if bases[-1] == STATUS_PATH_FULL:
+            if taken >= MAX_JUMPS:
+                return start, path[:taken]
+            path = np.concatenate([path, np.zeros_like(path)])
+            bases[-1] = 0
+            continue  # resumes at the branch: its jump is still pending in bases[-2]
+        if bases[-1] != 0:
+            return start, path[:taken]
+        load_kernel(Opcode(int(itab[start, 0])))
+    return -1, path[:taken]
 
 
 def _loop_available(itab, ftab, bases) -> bool:

@@ -14,6 +14,7 @@ so the partition pair's step is ``F``; HBM tensors are flat row-major buffers.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -74,6 +75,8 @@ class Opcode(enum.IntEnum):
     DROPOUT = 34
     QUANTIZE_MX = 35  # bf16/fp16 -> MXFP8 data + E8M0 scales (NeuronCore-v4)
     NC_STREAM_SHUFFLE = 36  # cross-partition move within each 32-partition quadrant
+    NC_MATCH_REPLACE8 = 37  # replace the first match of each of 8 values (top-k folding)
+    RANGE_SELECT = 38  # keep elements whose free index is within per-partition bounds, fused max
     # GpSimd
     IOTA = 40
     AFFINE_SELECT = 41
@@ -82,6 +85,11 @@ class Opcode(enum.IntEnum):
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
     DMA_COPY_INDIRECT = 52  # dma_copy with a runtime offset (scalar_offset / vector_offset)
+    # Sequencer control: 32-bit registers and branches (sim/engines/control.py)
+    REGISTER_MOVE = 60
+    REGISTER_LOAD = 61
+    REGISTER_STORE = 62
+    BRANCH = 63
 
 
 # Which engines may issue each opcode; the first is the default (NKI's engine=unknown).
@@ -107,12 +115,18 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.DROPOUT: (Engine.VECTOR,),
     Opcode.QUANTIZE_MX: (Engine.VECTOR,),
     Opcode.NC_STREAM_SHUFFLE: (Engine.VECTOR,),
+    Opcode.NC_MATCH_REPLACE8: (Engine.VECTOR,),
+    Opcode.RANGE_SELECT: (Engine.VECTOR,),
     Opcode.IOTA: (Engine.GPSIMD,),
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
     Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),
+    Opcode.REGISTER_MOVE: (Engine.SYNC,),
+    Opcode.REGISTER_LOAD: (Engine.SYNC,),
+    Opcode.REGISTER_STORE: (Engine.SYNC,),
+    Opcode.BRANCH: (Engine.SYNC,),
 }
 
 # Instructions whose result merges with the destination's old contents.
@@ -121,6 +135,9 @@ DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDI
 # Instructions whose addresses depend on values read at run time (an indirect side's bytes are
 # known only when it runs: the scheduler orders it against its whole tensor).
 INDIRECT_OPS = frozenset({Opcode.DMA_COPY_INDIRECT})
+# Sequencer control instructions (registers, branches): a Program with a BRANCH has a data-dependent
+# path, so its schedule is made per run (sim/api.py).
+CONTROL_OPS = frozenset({Opcode.REGISTER_MOVE, Opcode.REGISTER_LOAD, Opcode.REGISTER_STORE, Opcode.BRANCH})
 MATMUL_OPS = frozenset({Opcode.NC_MATMUL, Opcode.NC_MATMUL_MX})
 QUADRANT = 32  # partitions per VectorE reshape bank (S9): nc_stream_shuffle's mask length
 SHUFFLE_KEEP = 255  # an nc_stream_shuffle mask entry leaving its output partition unmodified (S16)
@@ -376,6 +393,11 @@ class Program:
     tensors: tuple[TensorDecl, ...]
     instructions: tuple[Instruction, ...]
     location: str | None = None
+
+    @functools.cached_property
+    def has_control(self) -> bool:
+        """Registers or branches: the executors keep a register file and follow jumps."""
+        return any(ins.opcode in CONTROL_OPS for ins in self.instructions)
 
     def hbm_tensors(self) -> tuple[TensorDecl, ...]:
         return tuple(t for t in self.tensors if t.memory is Memory.HBM)

@@ -32,7 +32,8 @@ from neuronsim.sim import ActFunc, AluOp, Engine, Instruction, Memory, Opcode, P
 from neuronsim.sim.chips import get_chip
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.engines import OPDEFS
-from neuronsim.sim.ir import BITVEC_ALU_OPS, OPCODE_ENGINES, REDUCE_ALU_OPS, AccessPattern
+from neuronsim.sim.engines.control import BRANCH_CMPS
+from neuronsim.sim.ir import BITVEC_ALU_OPS, CONTROL_OPS, OPCODE_ENGINES, REDUCE_ALU_OPS, AccessPattern
 from neuronsim.sim.memory.layout import place_tensors
 from neuronsim.sim.memory.state import core_memory
 from neuronsim.sim.validate import validate_instruction
@@ -47,6 +48,8 @@ MATMUL_FP32 = frozenset({DType.float32, DType.tfloat32})
 UNARY = frozenset({AluOp.abs, AluOp.square, AluOp.relu, AluOp.rsqrt, AluOp.reciprocal, AluOp.invert})
 BINARY_BITVEC = sorted(BITVEC_ALU_OPS - UNARY)
 ARITH = sorted(set(AluOp) - BITVEC_ALU_OPS - UNARY)
+FLOAT_DTYPES = frozenset(d for d in DType if d.is_float)
+RANGE_COMPARE = [AluOp.equal, AluOp.less, AluOp.less_equal, AluOp.greater, AluOp.greater_equal]
 COMPARE = [AluOp.equal, AluOp.not_equal, AluOp.greater, AluOp.greater_equal, AluOp.less, AluOp.less_equal]
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-45, 65504.0, 3e38, -3e38, 1.0, -1.0, 0.5],
                     dtype=np.float32)
@@ -458,6 +461,30 @@ def gen_find_index8(g: Gen) -> None:
     g.emit(Opcode.NC_FIND_INDEX8, dst, [data, g.operand(ON_CHIP, p, [8])])
 
 
+def gen_match_replace8(g: Gen) -> None:
+    """Inputs mix small integers, so values repeat and the duplicate rule is exercised."""
+    p, nums = g.partitions(), g.free_nums(lo=8, hi=64)
+    data = g.operand(ON_CHIP, p, nums)
+    vals = g.operand(ON_CHIP, p, [8], not_in=_psum_if(data))
+    dst = data if data is not None and g.chance(0.3) else g.operand(ON_CHIP, p, nums, write=True)
+    dst2 = None
+    if g.chance(0.6):
+        dst2 = g.operand(ON_CHIP, p, g.choice([[8], [2, 4]]), write=True,
+                         dtypes={DType.uint16, DType.uint32}) or False
+    g.emit(Opcode.NC_MATCH_REPLACE8, dst, [data, vals], dst2=dst2,
+           imm=g.choice([float("-inf"), 0.0, -1.0, float("nan"), 3.5]))
+
+
+def gen_range_select(g: Gen) -> None:
+    p, nums = g.partitions(), g.free_nums()
+    data = g.operand(ON_CHIP, p, nums, dtypes=FLOAT_DTYPES)
+    bounds = [g.operand(ON_CHIP, p, [1], dtypes={DType.float32}) for _ in range(2)]
+    dst2 = g.operand(ON_CHIP, p, [1], write=True, dtypes=FLOAT_DTYPES) or False if g.chance(0.6) else None
+    g.emit(Opcode.RANGE_SELECT, g.operand(ON_CHIP, p, nums, write=True), [data, *bounds], dst2=dst2,
+           cmp0=g.choice(RANGE_COMPARE), cmp1=g.choice(RANGE_COMPARE), range_start=g.r.randrange(0, 600),
+           on_false=float(np.finfo(np.float32).min))
+
+
 def _affine_imm(g: Gen, n: int) -> dict:
     pattern = [[g.choice([0, 1, -1, 2, -3, 7, 100]), num] for num in g.refactor(n)]
     return {"pattern": pattern, "offset": g.r.randint(-300, 300), "channel_multiplier": g.r.randint(-20, 20)}
@@ -520,7 +547,8 @@ def gen_stream_shuffle(g: Gen) -> None:
     dst = g.operand(ON_CHIP, dst_p, nums, write=True)
     if dst is None:
         return
-    src = dst if g.chance(0.15) else g.operand(ON_CHIP, src_p, g.refactor(math.prod(nums)), dtypes={dst.dtype})
+    src_nums = g.refactor(math.prod(nums))
+    src = dst if g.chance(0.15) else g.operand(ON_CHIP, src_p, src_nums, dtypes={dst.dtype})
     g.emit(Opcode.NC_STREAM_SHUFFLE, dst, [src], mask=mask)
 
 
@@ -545,6 +573,49 @@ def gen_dma_copy_indirect(g: Gen) -> None:
            oob_skip=True)
 
 
+def _control(g: Gen, opcode: Opcode, srcs=(), dst=None, **imm) -> int | None:
+    """Emit a control instruction (no destination but a store's); its index, None if skipped."""
+    if any(x is None for x in srcs) or (opcode is Opcode.REGISTER_STORE and dst is None):
+        return None
+    ins = Instruction(opcode, Engine.SYNC, dst, tuple(srcs), imm, location=f"fuzz:{len(g.instructions)}")
+    try:
+        validate_instruction(ins, g.chip, g.placement, g.ids)
+    except NeuronSimError as err:
+        g.rejected.append((opcode, str(err)))
+        return None
+    g.instructions.append(ins)
+    return len(g.instructions) - 1
+
+
+def _retarget(g: Gen, at: int) -> None:
+    """Point the branch at ``at`` to the next instruction to be emitted."""
+    ins = g.instructions[at]
+    g.instructions[at] = Instruction(ins.opcode, ins.engine, None, (), {**ins.imm, "target": len(g.instructions)},
+                                     location=ins.location)
+
+
+def gen_control(g: Gen) -> None:
+    """Registers and branches: a load from random integer data and a store, a forward branch on the
+    loaded value around one random instruction, and a counted loop (0..3 trips) around another."""
+    body = [op for op in FUZZED if op not in CONTROL_OPS]
+    reg = g.r.randrange(4)
+    _control(g, Opcode.REGISTER_LOAD, [g.operand([SBUF, HBM], 1, [1], dtypes=INT_DTYPES)], dst_reg=reg)
+    if g.chance(0.5):
+        _control(g, Opcode.REGISTER_STORE, (), g.operand([SBUF, HBM], 1, [1], write=True,
+                                                         dtypes={DType.int32, DType.uint32}),
+                 src_reg=g.r.randrange(4))
+    skip = _control(g, Opcode.BRANCH, reg=reg, cmp=g.choice(BRANCH_CMPS[1:]), value=g.r.randint(-5, 5), target=0)
+    GENERATORS[g.choice(body)](g)
+    _retarget(g, skip)
+    counter = 4 + g.r.randrange(2)
+    _control(g, Opcode.REGISTER_MOVE, dst_reg=counter, src_reg=-1, value=g.r.randint(-1, 1))
+    top = _control(g, Opcode.BRANCH, reg=counter, cmp="greater_equal", value=g.r.randint(0, 2), target=0)
+    GENERATORS[g.choice(body)](g)
+    _control(g, Opcode.REGISTER_MOVE, dst_reg=counter, src_reg=counter, value=1)
+    _control(g, Opcode.BRANCH, cmp="always", target=top)
+    _retarget(g, top)
+
+
 GENERATORS = {
     Opcode.DMA_COPY: gen_dma_copy,
     Opcode.DMA_COPY_INDIRECT: gen_dma_copy_indirect,
@@ -565,16 +636,22 @@ GENERATORS = {
     Opcode.BN_AGGR: gen_bn_aggr,
     Opcode.MAX8: gen_max8,
     Opcode.NC_FIND_INDEX8: gen_find_index8,
+    Opcode.NC_MATCH_REPLACE8: gen_match_replace8,
+    Opcode.RANGE_SELECT: gen_range_select,
     Opcode.RNG: gen_rng,
     Opcode.DROPOUT: gen_dropout,
     Opcode.NC_STREAM_SHUFFLE: gen_stream_shuffle,
     Opcode.IOTA: gen_iota,
     Opcode.AFFINE_SELECT: gen_affine_select,
     Opcode.TENSOR_PARTITION_REDUCE: gen_partition_reduce,
+    Opcode.BRANCH: gen_control,
 }
 NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz
     Opcode.QUANTIZE_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
     Opcode.NC_MATMUL_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
+    Opcode.REGISTER_MOVE: "fuzzed by BRANCH's generator (gen_control)",
+    Opcode.REGISTER_LOAD: "fuzzed by BRANCH's generator (gen_control)",
+    Opcode.REGISTER_STORE: "fuzzed by BRANCH's generator (gen_control)",
 }
 FUZZED = sorted(op for op in OPDEFS if op in GENERATORS)
 
@@ -616,7 +693,8 @@ def describe(program: Program) -> str:
     for i, ins in enumerate(program.instructions):
         srcs = ", ".join(s.describe() for s in ins.srcs)
         extra = f" dst2={ins.dst2.describe()}" if ins.dst2 is not None else ""
-        lines.append(f"  {i}: {ins.opcode.name} on {ins.engine.name} dst={ins.dst.describe()}{extra} "
+        dst = ins.dst.describe() if ins.dst is not None else None
+        lines.append(f"  {i}: {ins.opcode.name} on {ins.engine.name} dst={dst}{extra} "
                      f"srcs=[{srcs}] imm={ins.imm}")
     return "\n".join(lines)
 

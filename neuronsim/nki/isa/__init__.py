@@ -29,13 +29,19 @@ from neuronsim.nki.isa.enums import (
 from neuronsim.nki.isa.gpsimd import affine_select, iota, tensor_partition_reduce
 from neuronsim.nki.isa.misc import (
     NkiInstruction,
-    VirtualRegister,
     core_barrier,
     get_nc_sub_version,
     get_nc_version,
     sendrecv,
 )
 from neuronsim.nki.isa.mx import nc_matmul_mx, quantize_mx
+from neuronsim.nki.isa.registers import (
+    VirtualRegister,
+    register_alloc,
+    register_load,
+    register_move,
+    register_store,
+)
 from neuronsim.nki.isa.scalar import activation, activation_reduce
 from neuronsim.nki.isa.tensor import nc_matmul, nc_transpose
 from neuronsim.nki.isa.vector import (
@@ -45,7 +51,6 @@ from neuronsim.nki.isa.vector import (
     max8,
     memset,
     nc_find_index8,
-    nc_stream_shuffle,
     reciprocal,
     rng,
     scalar_tensor_tensor,
@@ -59,6 +64,7 @@ from neuronsim.nki.isa.vector import (
     tensor_tensor,
     tensor_tensor_scan,
 )
+from neuronsim.nki.isa.vector_select import nc_match_replace8, nc_stream_shuffle, range_select
 
 globals().update({_name: getattr(_misc, _name) for _name in _misc.NOT_SIMULATED})  # raise UnsupportedError
 
@@ -86,6 +92,7 @@ __all__ = [
     "max8",
     "memset",
     "nc_find_index8",
+    "nc_match_replace8",
     "nc_stream_shuffle",
     "nc_matmul",
     "nc_matmul_mx",
@@ -93,12 +100,17 @@ __all__ = [
     "nc_version",
     "oob_mode",
     "quantize_mx",
+    "range_select",
     "reciprocal",
     "reduce_cmd",
     "rng",
     "scalar_engine",
     "scalar_tensor_tensor",
     "select_reduce",
+    "register_alloc",
+    "register_load",
+    "register_move",
+    "register_store",
     "sendrecv",
     "set_rng_seed",
     "tensor_copy",
