@@ -64,8 +64,14 @@ def _fresh(program: Program) -> Program:
 
 
 def test_a_program_gives_the_same_bytes_and_cycles_on_every_tier():
-    for seed in range(8):
+    tried = 0
+    for seed in range(40):
         _, program = random_program(random.Random(seed), seed, length=6)
+        if program.has_control:  # branching Programs run their kernels compiled in place (not tiered)
+            continue
+        tried += 1
+        if tried > 8:
+            break
         inputs = _inputs(program, seed)
         compiled = run_snapshot(program, inputs, "numba")
         compiled_timeline = sim.prepare(program, "trn2", uninitialized_memory="zero", tiered=False).timeline
