@@ -320,6 +320,9 @@ class TensorView:
 
     def broadcast_to(self, shape) -> TensorView:
         shape = tuple(int(s) for s in shape)
+        if index_rules.partition_broadcast_to is not None and self.on_chip and self.ppair is None \
+                and len(shape) == len(self.dims) and self.dims[0][1] == 1 != shape[0]:
+            return index_rules.partition_broadcast_to(self, shape)
         t = self
         while len(t.dims) < len(shape):
             t = t.expand_dim(0 if not t.on_chip else 1)
@@ -511,9 +514,13 @@ def index_view(t: TensorView, key) -> TensorView:
 
 
 class _IndexRules(threading.local):
-    # NKI 0.1 (the legacy API) keeps an int-indexed free dimension of an on-chip tile as size 1:
-    # t[:, 0] is a [P, 1] tile (legacy/call.py sets this while a legacy kernel is traced)
+    # NKI 0.1 (the legacy API) keeps a tile 2-D: an on-chip tile whose free dims are all
+    # int-indexed keeps the last as size 1 (t[:, 0] is [P, 1]; t[:, 0, :] is [P, F], as numpy);
+    # legacy/call.py sets this while a legacy kernel is traced
     keep_free_dims = False
+    # NKI 0.1's tile.broadcast_to((P, F)) of a 1-partition tile makes a new tile on P partitions
+    # (a TensorE matmul, as nl.broadcast_to); set by legacy/call.py while a legacy kernel is traced
+    partition_broadcast_to = None
 
 
 index_rules = _IndexRules()
@@ -534,6 +541,7 @@ def _index_view(t: TensorView, key) -> TensorView:
     ppair = t.ppair
     partition_dim = ppair is None and t.buf.memory in ON_CHIP
     tdims = t.dims
+    kept_free = None
     for d, k in enumerate(key):
         step, num = tdims[d]
         if type(k) is slice:
@@ -559,7 +567,7 @@ def _index_view(t: TensorView, key) -> TensorView:
             if d == 0 and partition_dim:
                 ppair = (step, 1)
             elif partition_dim and index_rules.keep_free_dims:
-                dims.append((step, 1))
+                kept_free = (step, 1)
             continue
         if isinstance(k, DynSlice):
             if k.start < 0 or k.start + k.size > num or k.size < 0:
@@ -575,6 +583,8 @@ def _index_view(t: TensorView, key) -> TensorView:
         )
     if len(key) < n:
         dims.extend(tdims[len(key) :])
+    if kept_free is not None and ppair is None and len(dims) == 1:  # NKI 0.1's t[:, 0]: [P, 1]
+        dims.append(kept_free)
     return type(t)(t.buf, offset, tuple(dims), ppair)
 
 

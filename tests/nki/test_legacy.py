@@ -244,3 +244,43 @@ def test_neuronxcc_nki_resolves_under_neuron_sim(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert "ok True neuronsim.nki.legacy" in res.stdout
     assert "legacy_kernel.py:13: nisa.tensor_scalar(...) returning its result" in res.stderr
+
+
+@nki.jit
+def scan_with_row_broadcast(x, row, acc_in):
+    p, f = x.shape
+    out = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray((p, 2, f), dtype=nl.float32)
+    acc[:, 0, :] = nl.load(acc_in)  # t[:, i, :] is [P, F] (an int-indexed middle dim goes)
+    acc[:, 1, :] = nl.load(x)
+    r = nl.load(row[0:1, 0:f])
+    wide = r.broadcast_to((p, f))  # NKI 0.1: a new tile, the row on every partition
+    for i in nl.sequential_range(2, directives=nki.compiler.no_reorder()):
+        acc[:, i, :] = nisa.tensor_tensor(acc[:, i, :], wide, op=nl.multiply)
+    total = nisa.tensor_reduce(op=nl.add, data=acc[:, 0, :], axis=1)  # [P, 1]
+    first = acc[:, 1, 0]  # t[:, i, 0]: a [P, 1] column
+    for j in nl.affine_range(1, precise_schedule=True):
+        nl.store(out, value=acc[:, 1, :] + total + first)
+    return out
+
+
+def test_tile_broadcast_int_indexed_dims_and_scheduling_keywords():
+    x, acc = RNG.standard_normal((128, 64), np.float32), RNG.standard_normal((128, 64), np.float32)
+    row = RNG.standard_normal((4, 64), np.float32)
+    out = scan_with_row_broadcast(x, row, acc)  # called directly: NKI 0.1's rules apply to @nki.jit too
+    xr, ar = x * row[0], acc * row[0]
+    ref = xr + ar.sum(axis=1, keepdims=True) + xr[:, :1]
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@nki.jit
+def batch_copy(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    b = nl.program_id(0)
+    nl.store(out[b], value=nl.load(x[b]))
+    return out
+
+
+def test_launch_grid_of_zero_runs_one_instance():
+    x = RNG.standard_normal((1, 128, 32), np.float32)
+    np.testing.assert_array_equal(batch_copy[0](x), x)

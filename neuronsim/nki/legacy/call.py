@@ -195,13 +195,39 @@ class _LegacyBody:
 
     def __call__(self, *args, **kwargs):
         previous, kept = _lt.result_hook.hook, index_rules.keep_free_dims
+        broadcast = index_rules.partition_broadcast_to
         if previous is None:
             _lt.result_hook.hook = _columns
         index_rules.keep_free_dims = True
+        index_rules.partition_broadcast_to = _tile_broadcast_to
         try:
             return self.fn(*args, **kwargs)
         finally:
             _lt.result_hook.hook, index_rules.keep_free_dims = previous, kept
+            index_rules.partition_broadcast_to = broadcast
+
+
+    @staticmethod
+    def nki_launch_grid(grid):
+        """``kernel[0]``: one instance. nki-samples' pipelined_attention launches ``flash_fwd[0]``
+        (batch 1, ``batch_id = nl.program_id(0)``) and checks the output against its CPU reference,
+        so NKI 0.1 ran it once; a grid size of 0 is read as 1."""
+        dims = grid if isinstance(grid, (tuple, list)) else (grid,)
+        if any(isinstance(n, int) and n == 0 for n in dims):
+            hints.hint("kernel[0]")
+            return type(dims)(1 if isinstance(n, int) and n == 0 else n for n in dims)
+        return grid
+
+
+def _tile_broadcast_to(tile, shape):
+    """``tile.broadcast_to((P, F))`` of a 1-partition tile: NKI 0.1 copies its row onto ``P``
+    partitions through TensorE ("NKI invokes such matmul under the hood when
+    ``broadcast_input.broadcast_to((M, broadcast_input.shape[1]))`` is called", the Trainium
+    architecture guide), which is what ``nl.broadcast_to`` does."""
+    from neuronsim.nki.language.movement import broadcast_to
+
+    hints.hint("tile.broadcast_to")
+    return broadcast_to(tile, shape)
 
 
 def legacy_kernel(fn, options=None) -> Kernel:
