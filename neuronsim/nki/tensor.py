@@ -521,6 +521,9 @@ class _IndexRules(threading.local):
     # NKI 0.1's tile.broadcast_to((P, F)) of a 1-partition tile makes a new tile on P partitions
     # (a TensorE matmul, as nl.broadcast_to); set by legacy/call.py while a legacy kernel is traced
     partition_broadcast_to = None
+    # NKI 0.1 bounds an access by the mask= of the instruction using it: a slice past the end
+    # makes a view checked only when used (legacy/grid.py's slice_grid_view), not an error here
+    out_of_bounds_slices = None
 
 
 index_rules = _IndexRules()
@@ -545,7 +548,12 @@ def _index_view(t: TensorView, key) -> TensorView:
     for d, k in enumerate(key):
         step, num = tdims[d]
         if type(k) is slice:
-            start, count, st = _slice(k, num, d, t)
+            try:
+                start, count, st = _slice(k, num, d, t)
+            except OutOfBoundsError:
+                if index_rules.out_of_bounds_slices is None:
+                    raise
+                return index_rules.out_of_bounds_slices(t, key)
             if st != 1 and d == 0 and partition_dim:
                 raise ConstraintError(
                     f"slice step {st} on the partition dimension of {t!r}: on-chip accesses "

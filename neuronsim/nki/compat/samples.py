@@ -9,8 +9,10 @@ against the repository's own check, one row per kernel.
   version)``, is called for every kernel of the module it star-imports — ``"accuracy"`` (the
   numpy comparison) for the row, then ``"benchmark"`` (``nki.benchmark``, the shipped performance
   test) for the simulated latency it prints.
-- ``test/unit`` imports ``nki_samples.reference``, which upstream removed (#116) while keeping the
-  tests: each file is imported and its row says why it cannot run. Current-API tutorials
+- ``test/unit``: each file through pytest with the repository's conftest and ``--simulation-only``
+  (its CI's command: the ``simulation``-marked numerical tests). At 6905a68 they import
+  ``nki_samples.reference``, which upstream removed (#116) while keeping the tests: their rows say
+  so; a checkout from before that commit runs them. Current-API tutorials
   (``mxfp-matmul``) are not legacy kernels: the examples mode runs them. ``test/integration`` holds
   framework scripts (torch_xla, torch_neuronx model compiles that download Stable Diffusion):
   listed, not run.
@@ -81,8 +83,11 @@ def pytest_file(path: str) -> None:
                 lines = str(report.longrepr).strip().splitlines()
                 failures.append(f"{report.nodeid.split('::', 1)[-1]}: {lines[-1] if lines else 'failed'}")
 
-    code = pytest.main([path, "-q", "-p", "no:cacheprovider", "--rootdir", str(Path(path).parent)],
-                       plugins=[_Failures()])
+    args = [path, "-q", "-p", "no:cacheprovider", "--rootdir", str(Path(path).parent)]
+    conftest = Path(path).parent / "conftest.py"
+    if conftest.exists() and "--simulation-only" in conftest.read_text(errors="replace"):
+        args.append("--simulation-only")  # the `simulation` tests, as the repository's CI runs them
+    code = pytest.main(args, plugins=[_Failures()])
     if failures or int(code) not in (0, 5):
         raise AssertionError(failures[0] if failures else f"pytest exit code {int(code)}")
 

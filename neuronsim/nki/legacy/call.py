@@ -12,7 +12,16 @@ from neuronsim.errors import UnsupportedError
 from neuronsim.nki.kernel import Kernel
 from neuronsim.nki.language import tensor as _lt
 from neuronsim.nki.legacy import hints
-from neuronsim.nki.legacy.grid import GridTensor, Mask, Placement, masks_of_results, positions_of, resolve
+from neuronsim.nki.legacy.grid import (
+    GridTensor,
+    Mask,
+    Placement,
+    by_axis,
+    masks_of_results,
+    positions_of,
+    resolve,
+    slice_grid_view,
+)
 from neuronsim.nki.tensor import index_rules
 from neuronsim.nki.trace import caller_location
 
@@ -59,7 +68,9 @@ def run(fn, args, kwargs, mask=None):
     if ranges is None:
         return Skipped()
     grids = [a for a in list(args) + list(kwargs.values()) if isinstance(a, GridTensor)]
-    placement = Placement(_with_results(positions_of(grids, ranges), list(args) + list(kwargs.values())))
+    ranges, extra = by_axis(grids, mask, ranges)
+    placement = Placement(_with_results({**extra, **positions_of(grids, ranges)},
+                                        list(args) + list(kwargs.values())))
     args, kwargs = _map(args, kwargs, lambda a: placement.narrow(resolve(a, ranges)))
     if any(p[2] == 0 for p in placement.positions.values()):
         return _empty_result(fn, args, kwargs, placement)
@@ -135,8 +146,9 @@ def run_into(emit, shape, dtype, buffer, operands, mask, result_axes=None):
         return Skipped(shape, dtype, buffer)
     operands = [materialize(o) for o in operands]
     grids = [o for o in operands if isinstance(o, GridTensor)]
+    ranges, extra = by_axis(grids, mask, ranges)
     if result_axes is None:
-        positions = positions_of(grids, ranges)
+        positions = {**extra, **positions_of(grids, ranges)}
     else:
         positions = {}
         for j, (i, a) in enumerate(result_axes):
@@ -195,16 +207,17 @@ class _LegacyBody:
 
     def __call__(self, *args, **kwargs):
         previous, kept = _lt.result_hook.hook, index_rules.keep_free_dims
-        broadcast = index_rules.partition_broadcast_to
+        broadcast, oob = index_rules.partition_broadcast_to, index_rules.out_of_bounds_slices
         if previous is None:
             _lt.result_hook.hook = _columns
         index_rules.keep_free_dims = True
         index_rules.partition_broadcast_to = _tile_broadcast_to
+        index_rules.out_of_bounds_slices = slice_grid_view
         try:
             return self.fn(*args, **kwargs)
         finally:
             _lt.result_hook.hook, index_rules.keep_free_dims = previous, kept
-            index_rules.partition_broadcast_to = broadcast
+            index_rules.partition_broadcast_to, index_rules.out_of_bounds_slices = broadcast, oob
 
 
     @staticmethod
