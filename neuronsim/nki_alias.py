@@ -27,6 +27,7 @@ _SUBMODULES = {
     "isa": "neuronsim.nki.isa",
     "isa.constants": "neuronsim.nki.isa.constants",
     "typing": "neuronsim.nki.typing",
+    "collectives": "neuronsim.nki.collectives",
     "dtype": "neuronsim.nki.language.dtypes",
 }
 _PACKAGES = frozenset({"nki", "nki.language", "nki.isa"})

@@ -14,6 +14,7 @@ import weakref
 
 from neuronsim import env
 from neuronsim.device import settings
+from neuronsim.device.dynamo_guard import skip_dynamo
 from neuronsim.errors import HbmCapacityError
 
 # TorchNeuron's allocator puts requests of 1 MB and more in the large pool
@@ -143,6 +144,7 @@ class HbmLedger:
 
 
 _ledgers: dict[int, HbmLedger] = {}
+skip_dynamo(HbmLedger._release)  # a weakref callback: it runs inside whatever frame frees a storage
 _ledgers_lock = threading.Lock()
 # True once a second device index has a ledger: ops then check their tensors share one device.
 several_devices = False

@@ -21,6 +21,7 @@ from torch._C import DispatchKey, DispatchKeySet
 
 from neuronsim.device import autocast, clock, decompositions, memory, state, unsupported
 from neuronsim.device.dispatch import at_torch_boundary, execute
+from neuronsim.device.dynamo_guard import outside_dynamo
 from neuronsim.device.memory import host_view
 from neuronsim.kernels import composites
 
@@ -301,11 +302,28 @@ def _direct_ops(skip: set[str]):
             yield getattr(getattr(aten, base), overload or "default")
 
 
+class _OutsideDynamo:
+    """A Library whose Python kernels run outside Dynamo (``dispatch.outside_dynamo``)."""
+
+    def __init__(self, library: torch.library.Library):
+        self.library = library
+
+    def impl(self, op, kernel, key):
+        if kernel is not torch.library.fallthrough_kernel:
+            kernel = outside_dynamo(kernel)
+        self.library.impl(op, kernel, key)
+
+    def fallback(self, kernel, key):
+        if kernel is not torch.library.fallthrough_kernel:
+            kernel = outside_dynamo(kernel)
+        self.library.fallback(kernel, key)
+
+
 def install() -> int:
     """Register every kernel; returns how many ops were registered directly to the chokepoint."""
-    lib = torch.library.Library("aten", "IMPL")
-    fallbacks = torch.library.Library("_", "IMPL")
-    _libraries.extend((lib, fallbacks))
+    lib = _OutsideDynamo(torch.library.Library("aten", "IMPL"))
+    fallbacks = _OutsideDynamo(torch.library.Library("_", "IMPL"))
+    _libraries.extend((lib.library, fallbacks.library))
     registered: set[str] = set()
     for name in _METADATA_OPS:
         for op in _overloads(name):

@@ -169,6 +169,10 @@ def run_sample(opinfo, sample, dtype: torch.dtype, fn=None):
             return False, True, 0.0, "", f"both raise {type(cpu_error).__name__}"
         why = f"the CPU raises {type(cpu_error).__name__}, the device does not"
         return False, False, float("nan"), "", why
+    fresh = None  # a copy for a second device run of a random op (in-place variants write the first)
+    if _seeded(opinfo):
+        fresh = _map((sample.input, sample.args, sample.kwargs),
+                     lambda t: t.detach().clone().requires_grad_(t.requires_grad))
     torch.neuron.clear_op_tracking()
     got = fn(sample.input, *sample.args, **sample.kwargs)
     executed = set(torch.neuron.get_executed_ops()) - TRANSFERS
@@ -176,6 +180,17 @@ def run_sample(opinfo, sample, dtype: torch.dtype, fn=None):
     native = bool(executed) and not fallback
     got_cpu = _map(got, lambda t: t.cpu())
     wl, gl = _tensors(want), _tensors(got_cpu)
+    if fresh is not None and _draws_on_device(executed | fallback):
+        # The device's generator draws other numbers than the CPU's (PyTorch marks
+        # alpha_dropout's test_compare_cpu an expected failure on cuda and xpu for this reason, and
+        # its randn sample keeps ``device=``, so the "CPU" copy runs on the device too): the
+        # values are compared with a second device run under the same seed, and the results'
+        # shapes and dtypes with the CPU's.
+        for g, w in zip(gl, wl, strict=False):
+            if g.shape != w.shape or g.dtype != w.dtype:
+                why = f"{tuple(g.shape)} {g.dtype}, expected {tuple(w.shape)} {w.dtype}"
+                return native, False, float("nan"), ";".join(sorted(executed)), why
+        wl = _tensors(_map(fn(fresh[0], *fresh[1], **fresh[2]), lambda t: t.cpu()))
     err, msg = _max_error(gl, wl), ""
     try:
         if len(wl) != len(gl):
@@ -186,6 +201,27 @@ def run_sample(opinfo, sample, dtype: torch.dtype, fn=None):
     except AssertionError as e:
         passed, msg = False, " ".join(str(e).split())[:300]
     return native, passed, err, ";".join(sorted(executed)), msg
+
+
+def _seeded(opinfo) -> bool:
+    """Whether the OpInfo runs its op under a fixed seed (``wrapper_set_seed``): a random op."""
+    code = getattr(getattr(opinfo, "op", None), "__code__", None)
+    return code is not None and "wrapper_set_seed" in code.co_names
+
+
+def _draws_on_device(ran: set[str]) -> bool:
+    """Whether an op that ran on the device (natively or on the host) drew from the device's
+    generator: its schema takes a ``Generator``."""
+    from neuronsim.kernels.registry import op_overload
+
+    for name in ran:
+        try:
+            op = op_overload(name)
+        except AttributeError:
+            continue
+        if any("Generator" in str(a.type) for a in op._schema.arguments):
+            return True
+    return False
 
 
 def _device_samples(opinfo, dtype):

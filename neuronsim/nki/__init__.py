@@ -20,11 +20,12 @@ unchanged; ``python -m neuronsim.nki kernel.py`` runs a file that way. This pack
 import torch or ``neuronsim.device``.
 """
 
-from neuronsim.nki import isa, language, typing
+from neuronsim.nki import collectives, isa, language, typing
 from neuronsim.nki.kernel import Kernel, jit
 from neuronsim.nki.language import NkiTensor, num_programs, program_id, program_ndim
 from neuronsim.nki.language import dtypes as dtype  # ``nki.dtype``: annotations such as ``dt: nki.dtype``
 from neuronsim.nki.profile import Profile, TimelineEntry
+from neuronsim.nki.ranks import simulate_ranks
 from neuronsim.nki.simulate import simulate
 from neuronsim.nki.traced import TracedKernel
 from neuronsim.nki_alias import install_alias, real_nki_installed
@@ -35,6 +36,7 @@ __all__ = [
     "Profile",
     "TimelineEntry",
     "TracedKernel",
+    "collectives",
     "dtype",
     "install_alias",
     "isa",
@@ -45,5 +47,6 @@ __all__ = [
     "program_ndim",
     "real_nki_installed",
     "simulate",
+    "simulate_ranks",
     "typing",
 ]

@@ -19,7 +19,7 @@ import numpy as np
 
 from neuronsim.errors import InputError
 from neuronsim.nki import launch
-from neuronsim.nki.trace import active_trace, code_location
+from neuronsim.nki.trace import active_trace, code_location, launch_rank
 from neuronsim.nki.traced import TracedKernel, is_array, trace_kernel
 from neuronsim.options import current as current_options
 from neuronsim.sim.chips import ChipSpec, get_chip
@@ -153,6 +153,7 @@ class Kernel:
             self.grid,
             spec.name,
             id(spec),
+            launch_rank.value,
         )
         with self._lock:
             hit = self._cache.get(key)

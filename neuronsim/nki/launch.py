@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from neuronsim.errors import InputError
+from neuronsim.nki import hbm as hbm_check
 from neuronsim.nki.profile import record_launch
 from neuronsim.nki.traced import ReturnedView, TracedKernel, is_torch
 from neuronsim.options import current as current_options
@@ -38,6 +39,20 @@ def _shared_array(name: str, shape, dtype: np.dtype, fill: float | None) -> np.n
 
 def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap=None):
     """Run every phase of every instance; return (outputs, runs[phase][instance] RunResults).
+    (:func:`execute_phases` does it a phase at a time.)"""
+    phases = execute_phases(traced, given, new_shared=new_shared, wrap=wrap)
+    runs = []
+    while True:
+        try:
+            runs.append(next(phases))
+        except StopIteration as done:
+            return done.value, runs
+
+
+def execute_phases(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap=None):
+    """A generator running the launch one ``core_barrier`` phase at a time: it yields each phase's
+    RunResults (one per instance) and returns the outputs. Collective launches step the ranks'
+    generators together (``collectives.py``).
 
     ``new_shared(name, shape, dtype, fill)`` makes the HBM arrays the kernel allocates for all its
     instances (its outputs among them); ``wrap(name, array)`` turns a returned HBM tensor into
@@ -60,8 +75,9 @@ def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap
         for t in p.hbm_tensors()
         if t.kind == "inout"
     }
-    for i, (name, a) in enumerate(zip(names, given, strict=False)):
-        arr = to_numpy(a)
+    arrays = [to_numpy(a) for a in given]
+    _check_host(traced, names, arrays, inouts)
+    for i, (name, a, arr) in enumerate(zip(names, given, arrays, strict=False)):
         if name in inouts and not arr.flags.writeable:
             raise InputError(
                 f"kernel {traced.name} writes its array argument {i} ('{name}'), but that array is "
@@ -81,7 +97,6 @@ def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap
     # a single-phase kernel uses the thread's core memory, reset per run.
     cores = [CoreMemory(traced.chip) for _ in traced.instances] if n_phases > 1 else None
     on_chip: list[set[str]] = [set() for _ in traced.instances]
-    runs = []
     printed = {}
     for phase in range(n_phases):
         row = []
@@ -100,7 +115,7 @@ def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap
                 if pname in result.outputs and pname not in printed:
                     printed[pname] = True
                     print(prefix, result.outputs[pname])
-        runs.append(row)
+        yield row
     for original, copy in write_back:
         if isinstance(original, np.ndarray):
             original[...] = copy
@@ -108,7 +123,17 @@ def execute(traced: TracedKernel, given: list, *, new_shared=_shared_array, wrap
             original.copy_(_from_numpy(copy))
     if wrap is None:
         wrap = (lambda _name, a: _from_numpy(a)) if use_torch else (lambda _name, a: a)
-    return _outputs(traced.returns, hbm, wrap), runs
+    return _outputs(traced.returns, hbm, wrap)
+
+
+def _check_host(traced: TracedKernel, names, arrays, inouts) -> None:
+    """Before making any array: the HBM arrays this launch creates (shared tensors, copies of
+    written or strided arguments, one instance's private HBM at a time) must fit this host."""
+    need = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype, _ in traced.shared.values())
+    need += sum(a.nbytes for n, a in zip(names, arrays, strict=False)
+                if n in inouts or not a.flags.c_contiguous)
+    need += traced.info.get("private_hbm_bytes", 0)
+    hbm_check.check_host(traced.name, need)
 
 
 def _writer(traced: TracedKernel, name: str) -> str | None:

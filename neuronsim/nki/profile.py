@@ -70,7 +70,7 @@ class Profile:
         )
 
 
-def layout(runs, chip) -> list[tuple[int, int, int, float, object]]:
+def layout(runs, chip, phase_ns=None) -> list[tuple[int, int, int, float, object]]:
     """Where each run of a launch went: (phase, instance, core, offset_ns, RunResult).
 
     Instance ``i`` of a phase runs on core ``i % n_cores`` (``n_cores`` = min(instances, the
@@ -87,16 +87,17 @@ def layout(runs, chip) -> list[tuple[int, int, int, float, object]]:
             core = i % n_cores
             placed.append((phase, i, core, t0 + core_time[core], result))
             core_time[core] += result.timeline.total_ns
-        t0 += max(core_time)
+        t0 += max(core_time) if phase_ns is None else phase_ns[phase]
     return placed
 
 
-def build_profile(traced: TracedKernel, runs) -> Profile:
-    """The profile of one run: ``runs[phase][instance]`` RunResults laid out on the cores."""
+def build_profile(traced: TracedKernel, runs, phase_ns=None) -> Profile:
+    """The profile of one run: ``runs[phase][instance]`` RunResults laid out on the cores
+    (``phase_ns``: each phase's length when other ranks set it, see ``ranks.py``)."""
     chip = traced.chip
     timeline: list[TimelineEntry] = []
     summaries = []
-    placed = layout(runs, chip)
+    placed = layout(runs, chip, phase_ns)
     n_cores = max(1, min(len(traced.instances), chip.default_lnc))
     wall_ns = 0.0
     for phase, i, core, offset, result in placed:
@@ -128,7 +129,7 @@ def build_profile(traced: TracedKernel, runs) -> Profile:
                     phase,
                 )
             )
-    wall = wall_ns * 1e-9
+    wall = max(wall_ns, sum(phase_ns or ())) * 1e-9  # a rank waiting for the others ends with them
     # Percentages and MFU average over the cores used: derive against n_cores x wall-clock time.
     summary = merge_summaries(summaries, chip, total_time=wall * n_cores)
     summary["total_time"] = wall

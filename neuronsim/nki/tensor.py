@@ -200,6 +200,14 @@ class TensorView:
         if not pairs:
             raise ConstraintError(".ap() needs at least one [step, num] pair", location=caller_location())
         view = type(self)(buf, self.offset if offset is None else int(offset), pairs)
+        known = getattr(scalar_offset, "known_value", None)
+        if known is not None and vector_offset is None:  # a register whose value the trace knows
+            dim = int(indirect_dim)
+            if not 0 <= dim < len(self.shape):
+                raise ConstraintError(f".ap(): indirect_dim={dim} is not a dim of {self.shape}",
+                                      location=caller_location())
+            view.offset += int(known) * math.prod(self.shape[dim + 1:])
+            return view
         if scalar_offset is not None or vector_offset is not None:
             if scalar_offset is not None and vector_offset is not None:
                 raise ConstraintError(".ap(): at most one of scalar_offset and vector_offset",

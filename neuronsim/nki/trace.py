@@ -102,6 +102,10 @@ class Trace:
         self.prints: list[tuple[str, Buffer]] = []
         self.barriers: list[int] = []  # record index where each core_barrier split the program
         self.exchanges: list[tuple] = []  # sendrecv calls: (rank, send_to_rank, recv_from_rank, location)
+        # The collective launch this trace is part of (nki.collectives): this rank and the world size,
+        # and the collectives called, in order: (kind, group, staging buffer name, location).
+        self.rank, self.world = launch_rank.value
+        self.collectives: list[tuple] = []
         self.identity: dict = {}
         self.names: dict[str, int] = {}
         self.scalar_regs = None  # the ScalarE reduce registers' value (emulated, see isa.activation)
@@ -169,6 +173,13 @@ class Trace:
         q = self.dma_queue
         self.dma_queue = (q + 1) % self.chip.dma_queues_per_engine
         return q
+
+
+class _LaunchRank(threading.local):
+    value = (0, 1)  # (rank, world size) of the collective launch being traced (nki/collectives.py)
+
+
+launch_rank = _LaunchRank()
 
 
 class _CurrentTrace(threading.local):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neuronsim.errors import ConstraintError, DtypeError, InputError
+from neuronsim.nki import hbm
 from neuronsim.nki.allocate import allocate
 from neuronsim.nki.build import build_programs
 from neuronsim.nki.language import NkiTensor
@@ -104,6 +105,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
     t0 = time.perf_counter()
     instances = []
     exchanges = []
+    privates = []
     first = None
     for pid in itertools.product(*(range(n) for n in grid)):
         trace = Trace(name, chip, pid, grid)
@@ -122,6 +124,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
             if b.memory is Memory.HBM and b.kind == "input" and b.written:
                 b.kind = "inout"
         exchanges.append(trace.exchanges)
+        privates.append(hbm.private(trace))
         rotation = allocate(trace)
         programs = build_programs(trace, location)
         instances.append(
@@ -143,6 +146,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
             )
     _check_exchanges(name, exchanges)
     trace, arg_names, returns = first
+    hbm_bytes = hbm.check_chip(name, trace, privates, chip)
     shared, constants, fills = {}, {}, {}
     for b in trace.buffers:
         if b.memory is not Memory.HBM:
@@ -167,6 +171,10 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
         fills,
         time.perf_counter() - t0,
         n,
+        info={"hbm_bytes": hbm_bytes,
+              # the staging tensors of nki.collectives calls: one array seen by every rank (ranks.py)
+              "world": {c[2] for c in trace.collectives}, "collectives": [c[:2] for c in trace.collectives],
+              "private_hbm_bytes": max(sum(hbm.nbytes(b) for b in p) for p in privates)},
     )
 
 

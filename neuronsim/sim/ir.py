@@ -73,6 +73,7 @@ class Opcode(enum.IntEnum):
     RNG = 33  # VectorE or GpSimd
     DROPOUT = 34
     QUANTIZE_MX = 35  # bf16/fp16 -> MXFP8 data + E8M0 scales (NeuronCore-v4)
+    NC_STREAM_SHUFFLE = 36  # cross-partition move within each 32-partition quadrant
     # GpSimd
     IOTA = 40
     AFFINE_SELECT = 41
@@ -105,6 +106,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.RNG: (Engine.VECTOR, Engine.GPSIMD),
     Opcode.DROPOUT: (Engine.VECTOR,),
     Opcode.QUANTIZE_MX: (Engine.VECTOR,),
+    Opcode.NC_STREAM_SHUFFLE: (Engine.VECTOR,),
     Opcode.IOTA: (Engine.GPSIMD,),
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),
@@ -120,6 +122,8 @@ DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDI
 # known only when it runs: the scheduler orders it against its whole tensor).
 INDIRECT_OPS = frozenset({Opcode.DMA_COPY_INDIRECT})
 MATMUL_OPS = frozenset({Opcode.NC_MATMUL, Opcode.NC_MATMUL_MX})
+QUADRANT = 32  # partitions per VectorE reshape bank (S9): nc_stream_shuffle's mask length
+SHUFFLE_KEEP = 255  # an nc_stream_shuffle mask entry leaving its output partition unmodified (S16)
 # Same free size in and out, element by element (the validator checks shapes agree).
 ELEMENTWISE = frozenset({
     Opcode.ACTIVATION, Opcode.TENSOR_TENSOR, Opcode.TENSOR_SCALAR, Opcode.SCALAR_TENSOR_TENSOR,
@@ -344,12 +348,22 @@ class Instruction:
             label += f" '{self.name}'"
         return f"{label} on {self.engine.name.lower()}"
 
+    def reads_dst(self) -> bool:
+        """True when part of dst's old contents survive the write (merged, accumulated onto, or
+        partitions a shuffle mask leaves unmodified), so dst is read too."""
+        if self.opcode in READS_DST or self.imm.get("accumulate"):
+            return True
+        if self.opcode is Opcode.NC_STREAM_SHUFFLE and self.dst is not None:
+            mask = self.imm.get("mask")
+            return isinstance(mask, (tuple, list)) and SHUFFLE_KEEP in mask[:self.dst.partitions]
+        return False
+
     def accesses(self) -> Iterable[tuple[AccessPattern, bool]]:
         """(access pattern, is_write) for every memory access, reads first."""
         for src in self.srcs:
             yield src, False
         if self.dst is not None:
-            if self.opcode in READS_DST or self.imm.get("accumulate"):
+            if self.reads_dst():
                 yield self.dst, False
             yield self.dst, True
         if self.dst2 is not None:

@@ -199,3 +199,35 @@ def test_a_pinned_tile_keeps_its_address_and_others_go_around_it():
     assert _addresses(inst, "fixed") == [(0, 0)]
     assert all(addr[1] >= 64 * 4 for addr in _addresses(inst, "load") + _addresses(inst, "add"))
     assert np.all(nki.simulate(pinned)(a) == 4.0)
+
+
+def _big_output_kernel(rows):
+    @nki.jit
+    def big(a):
+        out = nl.ndarray((rows, 1 << 20), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[0:128, 0:512], src=a)
+        return out
+
+    return big
+
+
+def test_hbm_over_the_logical_cores_capacity_is_rejected_at_trace_time():
+    """A launch whose HBM tensors pass the logical core's HBM (24 GiB on trn2) is what the chip
+    rejects: HbmCapacityError naming the tensor and its line, before any array is made."""
+    from neuronsim.errors import HbmCapacityError
+
+    a = np.zeros((128, 512), np.float32)
+    with pytest.raises(HbmCapacityError) as err:
+        _big_output_kernel(8192)(a)  # 32 GiB
+    assert "24.00 GiB of HBM" in str(err.value) and "[8192x1048576] float32" in str(err.value)
+    assert err.value.location.split(":")[0].endswith("test_allocation.py")
+
+
+def test_a_launch_this_host_cannot_hold_fails_before_allocating(monkeypatch):
+    """Within the chip's HBM but beyond the host's free memory: CapacityError, nothing allocated."""
+    from neuronsim.nki import hbm
+
+    monkeypatch.setattr(hbm, "host_available_bytes", lambda: 1 << 30)
+    a = np.zeros((128, 512), np.float32)
+    with pytest.raises(CapacityError, match=r"needs 2.00 GiB of host memory .* 1.00 GiB available"):
+        _big_output_kernel(512)(a)  # 2 GiB

@@ -3,6 +3,8 @@ unchanged through ``import nki`` and its own numpy check; the table counts it.""
 
 from pathlib import Path
 
+import pytest
+
 from neuronsim.nki.compat.examples import find_examples, run_example
 from neuronsim.nki.compat.report import markdown, reason
 
@@ -11,7 +13,8 @@ KERNELS = Path(__file__).parent / "compat_kernels"
 
 def test_every_feature_kernel_runs_unchanged_and_matches():
     files = find_examples(KERNELS)
-    assert len(files) == 4
+    n = len(files)
+    assert n == len(list(KERNELS.glob("*_kernel.py"))) >= 6
     rows = []
     for path in files:
         row = run_example(path, "trn2", in_process=True)
@@ -20,7 +23,7 @@ def test_every_feature_kernel_runs_unchanged_and_matches():
         assert row["launches"] >= 1 and row["seconds"] > 0
         rows.append(row)
     text = markdown(rows, ["trn2"], "compat_kernels")
-    assert "- kernels: 4; all cases correct 4 (100%)" in text
+    assert f"- kernels: {n}; all cases correct {n} (100%)" in text
 
 
 def test_failures_are_classified_by_what_unblocks_them():
@@ -29,3 +32,32 @@ def test_failures_are_classified_by_what_unblocks_them():
     assert reason({"ran": False, "error": missing + "'neuronxcc'"}).startswith("legacy")
     assert reason({"ran": True, "correct": False, "error": "out: max |error| 3"}) == "wrong result"
     assert reason({"ran": False, "error": "ConstraintError: k.py:3: x"}) == "neuronsim"
+
+
+@pytest.mark.slow  # two pytest processes (~10 s)
+def test_library_runner_resumes_after_a_case_kills_its_process(tmp_path):
+    """A case that kills the test process (as the host's OOM killer does) is recorded as failed and
+    the run resumes with the cases after it."""
+    from neuronsim.nki.compat.__main__ import run_library
+
+    utils = tmp_path / "test" / "utils"
+    utils.mkdir(parents=True)
+    for name in ("__init__.py", "unit_test_framework.py"):
+        (utils / name).write_text("")
+    (utils / "ranged_test_harness.py").write_text('RANGE_TEST_FIXTURE_NAME = "range_test_options"\n')
+    (tmp_path / "test" / "__init__.py").write_text("")
+    (tmp_path / "test" / "integration").mkdir()
+    (tmp_path / "test" / "integration" / "test_cases.py").write_text(
+        "import os, signal, pytest\n"
+        "@pytest.mark.fast\n"
+        "@pytest.mark.parametrize('n', [0, 1, 2])\n"
+        "def test_case(n):\n"
+        "    if n == 1:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    assert n != 2\n")
+    rows = run_library(tmp_path, ["trn2"], None, memory_gib=0)
+    by_case = {r["test"].split("::")[-1]: r for r in rows}
+    assert set(by_case) == {"test_case[1]", "test_case[2]"}  # [0] passed: no row, nothing failed
+    assert by_case["test_case[1]"]["error"].startswith("the test process died in this case (signal 9")
+    assert reason(by_case["test_case[1]"]) == "host memory"
+    assert by_case["test_case[2]"]["error"].startswith("before the kernel ran: AssertionError")

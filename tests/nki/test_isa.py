@@ -324,6 +324,7 @@ def test_every_ir_instruction_has_its_nisa_call():
         Opcode.DMA_COPY_INDIRECT: "dma_copy",  # with an indirect .ap() view (tests/nki/test_indirect.py)
         Opcode.NC_MATMUL_MX: "nc_matmul_mx",
         Opcode.QUANTIZE_MX: "quantize_mx",
+        Opcode.NC_STREAM_SHUFFLE: "nc_stream_shuffle",
     }
     assert set(calls) == set(Opcode)
     for name in calls.values():

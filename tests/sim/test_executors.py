@@ -510,6 +510,20 @@ def gen_dropout(g: Gen) -> None:
     g.emit(Opcode.DROPOUT, dst, srcs, **imm)
 
 
+def gen_stream_shuffle(g: Gen) -> None:
+    """Random masks (some 255: keep dst) over partial, multi-quadrant, in-place or PSUM operands."""
+    dst_p, nums = g.partitions(), g.free_nums()
+    quadrants = (dst_p + 31) // 32
+    src_p = g.choice([1, min(128, 32 * quadrants), dst_p]) if quadrants == 1 else min(128, 32 * quadrants)
+    reach = min(32, src_p)
+    mask = tuple(255 if g.chance(0.2) else g.r.randrange(reach) for _ in range(32))
+    dst = g.operand(ON_CHIP, dst_p, nums, write=True)
+    if dst is None:
+        return
+    src = dst if g.chance(0.15) else g.operand(ON_CHIP, src_p, g.refactor(math.prod(nums)), dtypes={dst.dtype})
+    g.emit(Opcode.NC_STREAM_SHUFFLE, dst, [src], mask=mask)
+
+
 INDEX_DTYPES = frozenset({DType.int16, DType.uint16, DType.int32, DType.uint32})
 
 
@@ -553,6 +567,7 @@ GENERATORS = {
     Opcode.NC_FIND_INDEX8: gen_find_index8,
     Opcode.RNG: gen_rng,
     Opcode.DROPOUT: gen_dropout,
+    Opcode.NC_STREAM_SHUFFLE: gen_stream_shuffle,
     Opcode.IOTA: gen_iota,
     Opcode.AFFINE_SELECT: gen_affine_select,
     Opcode.TENSOR_PARTITION_REDUCE: gen_partition_reduce,

@@ -11,8 +11,9 @@ write a table: kernel, ran, correct, max error, trn2/trn3 time, first error, plu
   (``examples.py``); one row per file.
 
 Options: ``--out FILE`` (markdown; default stdout), ``--chips trn2,trn3``, ``-k EXPR`` (pytest
-selection for the library; a path substring for nki-samples), ``--cases N`` (the first N cases of each library test function),
-``--timeout S`` (per example file).
+selection for the library; a path substring for nki-samples), ``--cases N`` (the first N cases of
+each library test function), ``--timeout S`` (per example file), ``--memory GiB`` (the library's
+test process; a case that kills it is recorded as failed and the run resumes after it).
 """
 
 from __future__ import annotations
@@ -30,20 +31,78 @@ from neuronsim.nki.compat.report import markdown
 from neuronsim.nki.compat.samples import is_samples, run_samples
 
 
-def run_library(repo: Path, chips: list[str], select: str | None, cases: int = 0) -> list[dict]:
-    out = Path(tempfile.mkstemp(suffix=".jsonl", prefix="nki-compat-")[1])
+def run_library(repo: Path, chips: list[str], select: str | None, cases: int = 0,
+                memory_gib: float | None = None) -> list[dict]:
+    """The library's tests in one pytest process; if it dies in a case (the host's OOM killer, a
+    crash), that case is recorded as failed and a new process resumes after it."""
+    fd, name = tempfile.mkstemp(suffix=".jsonl", prefix="nki-compat-")
+    os.close(fd)
+    out, skip = Path(name), Path(name + ".skip")
     cmd = [sys.executable, "-m", "pytest", "-p", "neuronsim.nki.compat.harness", "--noconftest",
            "-p", "no:cacheprovider", "-m", "fast", "-q", "--continue-on-collection-errors",
            "--compat-repo", str(repo), "--compat-out", str(out), "--compat-chips", ",".join(chips),
-           "--compat-cases", str(cases),
+           "--compat-cases", str(cases), "--compat-skip", str(skip),
            "--rootdir", str(repo), "-c", os.devnull, "-W", "ignore::pytest.PytestUnknownMarkWarning",
            str(repo / "test" / "integration")]
     if select:
         cmd += ["-k", select]
-    subprocess.run(cmd, cwd=repo, env=dict(os.environ, NEURON_SIM="1"), check=False)
-    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-    out.unlink()
+    limit = _memory_limit(memory_gib)
+    try:
+        while True:
+            skip.write_text("\n".join(_seen(out)) + "\n")
+            proc = subprocess.run(cmd, cwd=repo, env=dict(os.environ, NEURON_SIM="1"), check=False,
+                                  preexec_fn=(lambda: _limit_memory(limit)) if limit else None)
+            lost = _unfinished(out)
+            if proc.returncode >= 0 or lost is None:
+                break
+            bound = f"host memory limit {limit / (1 << 30):.1f} GiB" if limit else "no memory limit"
+            row = {"test": lost, "kernel": lost.split("::")[0].rsplit("/", 1)[-1], "ran": False,
+                   "correct": False, "max_error": None,
+                   "error": f"the test process died in this case (signal {-proc.returncode}; {bound})"}
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+        rows = [r for r in _records(out) if "started" not in r]
+    finally:
+        out.unlink(missing_ok=True)
+        skip.unlink(missing_ok=True)
     return rows
+
+
+def _records(out: Path) -> list[dict]:
+    if not out.exists():
+        return []
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+def _seen(out: Path) -> list[str]:
+    """Test ids with a result (or a start marker whose process died): not run again."""
+    return sorted({r.get("test") or r.get("started") for r in _records(out)})
+
+
+def _unfinished(out: Path) -> str | None:
+    """The last case started without a result row, if any."""
+    records = _records(out)
+    done = {r.get("test") for r in records if "started" not in r}
+    started = [r["started"] for r in records if "started" in r]
+    return started[-1] if started and started[-1] not in done else None
+
+
+def _memory_limit(gib: float | None) -> int | None:
+    """The address-space limit of the test process: ``--memory GiB``, or 85% of the host's available
+    memory, so a test whose own data exceeds the host fails with MemoryError in its case rather than
+    the OOM killer ending the run (None where the host's memory is unknown)."""
+    if gib is not None:
+        return int(gib * (1 << 30)) if gib > 0 else None
+    from neuronsim.nki.hbm import host_available_bytes
+
+    avail = host_available_bytes()
+    return None if avail is None else max(int(avail * 0.85), 4 << 30)
+
+
+def _limit_memory(limit: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def run_examples(root: Path, chips: list[str], timeout: float) -> list[dict]:
@@ -72,12 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--cases", type=int, default=0,
                         help="library: the first N cases of each test function only (0: all)")
+    parser.add_argument("--memory", type=float, default=None,
+                        help="library: the test process's memory limit in GiB (default: 85%% of the "
+                             "host's available memory; 0: none)")
     args = parser.parse_args(argv)
     root = args.path.resolve()
     chips = [c for c in args.chips.split(",") if c]
     library = (root / "test" / "utils" / "unit_test_framework.py").exists()
     if library:
-        rows, kind = run_library(root, chips, args.select, args.cases), "library tests"
+        rows, kind = run_library(root, chips, args.select, args.cases, args.memory), "library tests"
     elif is_samples(root):
         rows, kind = run_samples(root, chips, args.timeout, args.select), "legacy kernels"
     else:

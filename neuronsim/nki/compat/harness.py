@@ -31,6 +31,8 @@ def pytest_addoption(parser):
     parser.addoption("--compat-repo", default=None, help="root of the nki-library checkout")
     parser.addoption("--compat-cases", type=int, default=0,
                      help="run only the first N cases of each test function (0: all)")
+    parser.addoption("--compat-skip", default=None,
+                     help="file of test ids already run (one per line): deselected, so a run resumes")
 
 
 def _stand_in(name: str, **attrs) -> types.ModuleType:
@@ -146,6 +148,13 @@ def pytest_collection_modifyitems(config, items):
                 dropped.append(item)
         items[:] = kept
         config.hook.pytest_deselected(items=dropped)
+    skip_file = config.getoption("--compat-skip")
+    if skip_file:
+        with open(skip_file) as f:
+            done = {line.strip() for line in f if line.strip()}
+        dropped = [item for item in items if item.nodeid in done]
+        items[:] = [item for item in items if item.nodeid not in done]
+        config.hook.pytest_deselected(items=dropped)
 
 
 def pytest_configure(config):
@@ -246,35 +255,57 @@ def _kernel_name(fn) -> str:
 
 
 def run_case(kernel_args, chips: list[str]) -> dict:
-    """Simulate one test case on each chip; compare the first chip's outputs with the golden ones."""
-    from neuronsim.nki import simulate
+    """Simulate one test case on each chip; compare the first chip's outputs with the golden ones.
+    A case with ``collective_ranks`` > 1 runs as a collective launch (``simulate_ranks``), each rank
+    with its own inputs (``PerRankLazyInputGenerator``), and every rank's outputs are checked."""
+    from neuronsim.nki import simulate, simulate_ranks
 
     kernel = kernel_args.kernel_func
-    given = kernel_args.kernel_input or {}
-    inputs = {k.removesuffix(".must_alias_input"): v for k, v in given.items()}
+    ranks = int(getattr(kernel_args.inference_args, "collective_ranks", 1) or 1)
     lnc = getattr(kernel_args.compiler_input, "logical_nc_config", None) or 1
     row = {"kernel": _kernel_name(kernel), "ran": False, "correct": False, "max_error": None, "error": ""}
     launch = kernel[lnc] if lnc > 1 and hasattr(kernel, "__getitem__") else kernel
     outputs = None
     for chip in chips:
-        copies = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
         t0 = time.perf_counter()
         try:
-            result, prof = simulate(launch, profile=True, chip=chip)(**copies)
+            per_rank = [_rank_inputs(kernel_args.kernel_input, r) for r in range(ranks)]
+            if ranks == 1:
+                result, prof = simulate(launch, profile=True, chip=chip)(**per_rank[0])
+                result, seconds = [result], prof.summary["total_time"]
+            else:
+                result, profs = simulate_ranks(launch, ranks, profile=True, chip=chip)(per_rank)
+                seconds = max(p.summary["total_time"] for p in profs)
         except Exception as exc:  # the table's "first error": any failure of the kernel's run
             row["error"] = _first_line(exc)
             row["where"] = _kernel_frame(exc)
             return row
-        row[f"{chip}_s"] = prof.summary["total_time"]
+        row[f"{chip}_s"] = seconds
         row[f"{chip}_wall_s"] = time.perf_counter() - t0
         if outputs is None:
             outputs = result
     row["ran"] = True
     try:
-        row.update(_validate(kernel_args, outputs))
+        # one golden for a collective case is rank 0's, as the library's OutputValidator reads it
+        per_rank = hasattr(getattr(kernel_args.validation_args, "golden_output", None), "for_rank")
+        checks = [_validate(kernel_args, out, rank) for rank, out in enumerate(outputs[:None if per_rank else 1])]
+        row.update(checks[0])
+        if len(checks) > 1:
+            bad = [f"rank {r}: {c['error']}" for r, c in enumerate(checks) if not c["correct"]]
+            errors = [c["max_error"] for c in checks if c.get("max_error") is not None]
+            row.update(correct=not bad, error="; ".join(bad) or checks[0]["error"],
+                       max_error=max(errors) if errors else None)
     except Exception as exc:
         row["error"] = "validation: " + _first_line(exc)
     return row
+
+
+def _rank_inputs(given, rank: int) -> dict:
+    """A rank's keyword arguments (copies of the arrays: a kernel may write them)."""
+    if hasattr(given, "for_rank"):
+        given = given.for_rank(rank)
+    inputs = {k.removesuffix(".must_alias_input"): v for k, v in (given or {}).items()}
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
 
 
 def _kernel_frame(exc: BaseException) -> str:
@@ -285,7 +316,7 @@ def _kernel_frame(exc: BaseException) -> str:
     return ""
 
 
-def _validate(kernel_args, outputs) -> dict:
+def _validate(kernel_args, outputs, rank: int = 0) -> dict:
     """Outputs by position against the golden ones by name (as the library's simulation mode pairs
     them), compared the way its ``OutputValidator`` does: both as float32 through ``maxAllClose``,
     or with the test's own ``CustomValidator``."""
@@ -299,9 +330,9 @@ def _validate(kernel_args, outputs) -> dict:
     va = kernel_args.validation_args
     if va is None:
         return {"correct": False, "error": "the test gives no golden output"}
-    names = list(normalize_golden_output(va.golden_output).keys())
+    names = list(normalize_golden_output(va.golden_output, rank).keys())
     golden = va.golden_output.golden if isinstance(va.golden_output, LazyGoldenGenerator) else \
-        normalize_golden_output(va.golden_output)
+        normalize_golden_output(va.golden_output, rank)
     if golden is None:  # the test disables validation (lazy_golden_generator=None): it checks its run
         return {"correct": True, "error": "the test compares no outputs (its kernel ran)"}
     outs = [] if outputs is None else list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
@@ -329,6 +360,15 @@ def _validate(kernel_args, outputs) -> dict:
             bad.append(f"{name}: max |error| {err:.3g} (rtol {va.relative_accuracy}, "
                        f"atol {va.absolute_accuracy})")
     return {"correct": ok, "max_error": worst, "error": "; ".join(bad)}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """A start marker per case: if the process dies in it (the host's OOM killer, a signal), the
+    runner records that case as failed and resumes after it."""
+    cfg = _CONFIG[0] if _CONFIG else None
+    if cfg is not None and cfg._compat.path:
+        with open(cfg._compat.path, "a") as f:
+            f.write(json.dumps({"started": nodeid}) + "\n")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -127,7 +127,6 @@ NOT_SIMULATED = (
     "tensor_scalar_cumulative",
     "local_gather",
     "nc_n_gather",
-    "nc_stream_shuffle",
     "rand_set_state",
     "rand_get_state",
     "rand2",

@@ -482,6 +482,11 @@ def dma_transpose(src, axes=None, mask=None, dtype=None, **kwargs):
     return _result("dma_transpose", shape, _dt(dtype, s.dtype), sbuf, emit, mask, (s,))
 
 
+def nc_stream_shuffle(src, dst, shuffle_mask, dtype=None, mask=None, **kwargs):
+    """Cross-partition shuffle within 32-partition quadrants; ``dst`` is explicit in NKI 0.1 too."""
+    return run(lambda d, s: _isa.nc_stream_shuffle(d, s, shuffle_mask), (dst, src), {}, mask)
+
+
 def _unsupported(name):
     def fn(*args, **kwargs):
         raise UnsupportedError(f"nisa.{name} (NKI 0.1) is not simulated", location=caller_location())
@@ -490,7 +495,7 @@ def _unsupported(name):
     return fn
 
 
-for _name in ("local_gather", "nc_match_replace8", "nc_stream_shuffle", "range_select", "select_reduce",
+for _name in ("local_gather", "nc_match_replace8", "range_select", "select_reduce",
               "sequence_bounds", "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src",
               "tensor_copy_predicated", "builtin_custom_op"):
     globals()[_name] = _unsupported(_name)

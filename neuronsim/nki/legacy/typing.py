@@ -1,20 +1,11 @@
-"""``neuronxcc.nki.typing``: the tensor annotations of NKI 0.1 kernels (``tensor[128, 512]``)."""
+"""``neuronxcc.nki.typing``: the tensor annotations of NKI 0.1 kernels (``tensor[128, 512]``), the same
+annotation objects as the current ``nki.typing`` (``mutable_tensor`` marks an argument the kernel
+writes; later 0.x releases and AWS's kernel library use it)."""
 
 from __future__ import annotations
 
+from neuronsim.nki.typing import TensorType, mutable_tensor, tensor
 
-class _TensorType:
-    """``nt.tensor`` / ``nt.tensor[shape]`` / ``nt.tensor[shape, dtype]``: annotations only."""
+scalar = TensorType(False)
 
-    def __init__(self, spec=()):
-        self.spec = spec
-
-    def __getitem__(self, spec):
-        return _TensorType(spec)
-
-    def __repr__(self) -> str:
-        return f"tensor[{self.spec}]" if self.spec else "tensor"
-
-
-tensor = _TensorType()
-scalar = _TensorType()
+__all__ = ["TensorType", "mutable_tensor", "scalar", "tensor"]

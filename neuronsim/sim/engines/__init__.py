@@ -13,12 +13,13 @@ from neuronsim.sim.engines import (
     vector_rng,
     vector_tensor_scalar,
     vector_tensor_tensor,
+    vector_shuffle,
     vector_top_k,
 )
 from neuronsim.sim.engines.common import OpDef
 
 ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
-                  vector_top_k, vector_rng, scalar, gpsimd, dma, dma_indirect, mx)
+                  vector_top_k, vector_shuffle, vector_rng, scalar, gpsimd, dma, dma_indirect, mx)
 
 
 def _collect() -> dict:

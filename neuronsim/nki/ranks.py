@@ -1,0 +1,119 @@
+"""A collective launch: one kernel on ``ranks`` logical NeuronCores that talk through ``nki.collectives``.
+
+``simulate_ranks(kernel, ranks)(inputs)`` traces the kernel once per rank (``rank_id()`` is the
+rank; each rank has its own arguments), then runs the ranks' ``core_barrier`` / collective phases
+in step: phase ``k`` of every rank runs before phase ``k + 1`` of any, so what a rank copies into a
+collective's staging tensor is there when the others read it. Each rank's HBM tensors are its own;
+the staging tensors are one array all ranks see. In time, ranks run on their own physical cores
+in parallel, and each phase starts when the slowest rank has finished the one before.
+"""
+
+from __future__ import annotations
+
+import time
+
+from neuronsim.errors import ConstraintError, InputError
+from neuronsim.nki import launch
+from neuronsim.nki.kernel import as_kernel
+from neuronsim.nki.profile import build_profile
+from neuronsim.nki.trace import launch_rank
+
+
+def simulate_ranks(kernel, ranks: int, *, profile: bool = False, chip=None):
+    """A callable: ``simulate_ranks(k, ranks=4)(inputs) -> [outputs of rank 0, ...]``.
+
+    ``inputs`` is a dict of keyword arguments for every rank, a list of one dict per rank, or a
+    callable ``rank -> dict``. ``kernel`` may be a grid launch (``k[2]``: each rank LNC=2). With
+    ``profile=True`` it returns ``(outputs, profiles)``, one Profile per rank on a common clock.
+    """
+    k = as_kernel(kernel)
+    if not isinstance(ranks, int) or ranks < 1:
+        raise InputError(f"simulate_ranks: ranks={ranks!r} must be a positive integer")
+
+    def run(inputs):
+        issued = time.time_ns()
+        per_rank = [_rank_inputs(inputs, r, ranks) for r in range(ranks)]
+        traced = []
+        for r, kwargs in enumerate(per_rank):
+            saved, launch_rank.value = launch_rank.value, (r, ranks)
+            try:
+                traced.append(k.specialize((), kwargs, chip=chip))
+            finally:
+                launch_rank.value = saved
+        _check_agree(k.__name__, traced)
+        world: dict = {}
+        phases = [launch.execute_phases(t, k.arrays((), kw), new_shared=_world_arrays(t, world))
+                  for t, kw in zip(traced, per_rank, strict=True)]
+        runs = [[] for _ in range(ranks)]
+        for _ in range(len(traced[0].instances[0].programs)):
+            for r, steps in enumerate(phases):
+                runs[r].append(next(steps))
+        outputs = [_finish(steps) for steps in phases]
+        launch.record_launch(traced[0], runs[0], issued)  # the profiler records rank 0, as AWS's does
+        if not profile:
+            return outputs
+        # every phase starts when the slowest rank has finished the one before
+        phase_ns = [max(_phase_ns(runs[r][p], traced[r].chip) for r in range(ranks))
+                    for p in range(len(runs[0]))]
+        return outputs, [build_profile(t, rs, phase_ns=phase_ns) for t, rs in zip(traced, runs, strict=True)]
+
+    run.__name__ = f"simulate_ranks({getattr(k, '__name__', 'kernel')}, {ranks})"
+    return run
+
+
+def _rank_inputs(inputs, rank: int, ranks: int) -> dict:
+    if callable(inputs):
+        inputs = inputs(rank)
+    elif isinstance(inputs, (list, tuple)):
+        if len(inputs) != ranks:
+            raise InputError(f"simulate_ranks: {len(inputs)} input dicts for {ranks} ranks")
+        inputs = inputs[rank]
+    if not isinstance(inputs, dict):
+        raise InputError(f"simulate_ranks: inputs for rank {rank} must be a dict of keyword arguments; got "
+                         f"{type(inputs).__name__}")
+    return inputs
+
+
+def _check_agree(name: str, traced) -> None:
+    """Every rank reaches the same collectives, in the same order, with the same groups."""
+    first = traced[0]
+    for r, t in enumerate(traced[1:], start=1):
+        if len(t.instances[0].programs) != len(first.instances[0].programs):
+            raise ConstraintError(f"kernel {name}: rank {r} reaches {len(t.instances[0].programs) - 1} "
+                                  f"collectives / core barriers, rank 0 reaches "
+                                  f"{len(first.instances[0].programs) - 1}")
+        if [c[0] for c in t.info["collectives"]] != [c[0] for c in first.info["collectives"]]:
+            raise ConstraintError(f"kernel {name}: rank {r} calls the collectives "
+                                  f"{[c[0] for c in t.info['collectives']]}, rank 0 "
+                                  f"{[c[0] for c in first.info['collectives']]}; every rank must make the same calls")
+
+
+def _world_arrays(traced, world: dict):
+    def new_shared(name, shape, dtype, fill):
+        if name not in traced.info["world"]:
+            return launch._new_array(shape, dtype, fill)
+        a = world.get(name)
+        if a is None:
+            a = world[name] = launch._new_array(shape, dtype, None)
+        elif a.shape != tuple(shape) or a.dtype != dtype:
+            raise ConstraintError(f"kernel {traced.name}: ranks exchange different tensors at collective "
+                                  f"'{name}' ({a.shape} {a.dtype} vs {tuple(shape)} {dtype})")
+        return a
+
+    return new_shared
+
+
+def _finish(steps):
+    try:
+        next(steps)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("a rank ran more phases than its kernel has")
+
+
+def _phase_ns(row, chip) -> float:
+    n_cores = max(1, min(len(row), chip.default_lnc))
+    core = [0.0] * n_cores
+    for i, result in enumerate(row):
+        core[i % n_cores] += result.timeline.total_ns
+    return max(core)
