@@ -328,9 +328,9 @@ class TensorView:
 
     def broadcast_to(self, shape) -> TensorView:
         shape = tuple(int(s) for s in shape)
-        if index_rules.partition_broadcast_to is not None and self.on_chip and self.ppair is None \
-                and len(shape) == len(self.dims) and self.dims[0][1] == 1 != shape[0]:
-            return index_rules.partition_broadcast_to(self, shape)
+        if index_rules.legacy and self.on_chip and self.ppair is None and len(shape) == len(self.dims) \
+                and self.dims[0][1] == 1 != shape[0]:
+            return index_rules.legacy.partition_broadcast_to(self, shape)
         t = self
         while len(t.dims) < len(shape):
             t = t.expand_dim(0 if not t.on_chip else 1)
@@ -522,16 +522,9 @@ def index_view(t: TensorView, key) -> TensorView:
 
 
 class _IndexRules(threading.local):
-    # NKI 0.1 (the legacy API) keeps a tile 2-D: an on-chip tile whose free dims are all
-    # int-indexed keeps the last as size 1 (t[:, 0] is [P, 1]; t[:, 0, :] is [P, F], as numpy);
-    # legacy/call.py sets this while a legacy kernel is traced
-    keep_free_dims = False
-    # NKI 0.1's tile.broadcast_to((P, F)) of a 1-partition tile makes a new tile on P partitions
-    # (a TensorE matmul, as nl.broadcast_to); set by legacy/call.py while a legacy kernel is traced
-    partition_broadcast_to = None
-    # NKI 0.1 bounds an access by the mask= of the instruction using it: a slice past the end
-    # makes a view checked only when used (legacy/grid.py's slice_grid_view), not an error here
-    out_of_bounds_slices = None
+    # NKI 0.1's rules while a legacy kernel is traced (legacy/call.py): t[:, 0] is [P, 1]; a tile
+    # broadcasts across partitions; a slice past the end is checked under the instruction's mask
+    legacy = None
 
 
 index_rules = _IndexRules()
@@ -559,9 +552,9 @@ def _index_view(t: TensorView, key) -> TensorView:
             try:
                 start, count, st = _slice(k, num, d, t)
             except OutOfBoundsError:
-                if index_rules.out_of_bounds_slices is None:
+                if index_rules.legacy is None:
                     raise
-                return index_rules.out_of_bounds_slices(t, key)
+                return index_rules.legacy.out_of_bounds_slices(t, key)
             if st != 1 and d == 0 and partition_dim:
                 raise ConstraintError(
                     f"slice step {st} on the partition dimension of {t!r}: on-chip accesses "
@@ -582,7 +575,7 @@ def _index_view(t: TensorView, key) -> TensorView:
             offset += i * step
             if d == 0 and partition_dim:
                 ppair = (step, 1)
-            elif partition_dim and index_rules.keep_free_dims:
+            elif partition_dim and index_rules.legacy:
                 kept_free = (step, 1)
             continue
         if isinstance(k, DynSlice):

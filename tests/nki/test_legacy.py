@@ -259,7 +259,7 @@ def scan_with_row_broadcast(x, row, acc_in):
         acc[:, i, :] = nisa.tensor_tensor(acc[:, i, :], wide, op=nl.multiply)
     total = nisa.tensor_reduce(op=nl.add, data=acc[:, 0, :], axis=1)  # [P, 1]
     first = acc[:, 1, 0]  # t[:, i, 0]: a [P, 1] column
-    for j in nl.affine_range(1, precise_schedule=True):
+    for _j in nl.affine_range(1, precise_schedule=True):
         nl.store(out, value=acc[:, 1, :] + total + first)
     return out
 

@@ -47,7 +47,8 @@ def run_example(path: Path, chip: str, timeout: float = 900.0, in_process: bool 
         return _run_here(path, chip, call)
     env = dict(os.environ, NEURON_SIM="1", NEURON_SIM_CHIP=chip)
     if path_extra:  # e.g. a repository's src/ folder, as its README asks for its tests
-        env["PYTHONPATH"] = os.pathsep.join([*map(str, path_extra), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        paths = [*map(str, path_extra), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     cmd = [sys.executable, "-m", "neuronsim.nki.compat.examples", str(path), chip, *([call] if call else [])]
     try:
         res = subprocess.run(cmd, env=env, cwd=path.parent, capture_output=True, text=True, timeout=timeout)
@@ -93,7 +94,7 @@ def _run_here(path: Path, chip: str, call: str | None = None) -> dict:
                 runpy.run_path(str(path), run_name="__main__")
             else:
                 namespace = runpy.run_path(str(path), run_name=path.stem)
-                eval(call, namespace)  # noqa: S307 (a call the runner's caller names, in the file's namespace)
+                eval(call, namespace)  # noqa: S307 (a call the runner's caller names, in the file)
         row["ran"] = True
     except SystemExit as exc:
         row["ran"] = exc.code in (0, None)

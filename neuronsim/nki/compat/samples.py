@@ -2,9 +2,10 @@
 against the repository's own check, one row per kernel.
 
 - ``src/nki_samples/tutorials`` and ``contributed``: each file with a ``__main__`` (or a check at
-  module level) runs as it is (its numpy/torch check: "NKI and NumPy match", ``matches? True``, ``Is close: True``, an
-  ``assert``); every kernel the file launches gets a row with the file's outcome and the kernel's
-  simulated time (its last launch: the benchmark's, when the file benchmarks after checking).
+  module level) runs as it is (its numpy/torch check: "NKI and NumPy match", ``matches? True``,
+  ``Is close: True``, an ``assert``); every kernel the file launches gets a row with the file's
+  outcome and the kernel's simulated time (its last launch: the benchmark's, when the file
+  benchmarks after checking).
 - A tutorial test file (``test_attention.py``): its test function, ``test_attn_tutorial(mode,
   version)``, is called for every kernel of the module it star-imports — ``"accuracy"`` (the
   numpy comparison) for the row, then ``"benchmark"`` (``nki.benchmark``, the shipped performance
@@ -64,8 +65,8 @@ def cases(root: Path) -> list[dict]:
         elif not path.name.startswith("test_") and (_MAIN.search(text) or _CHECK.search(text)):
             out.append({"file": path, "kernel": None, "call": None})  # checks in __main__ or at module level
     for path in sorted((root / "test" / "unit").glob("test_*.py")):
-        out.append({"file": path, "kernel": None, "unit": True,
-                    "call": '__import__("neuronsim.nki.compat.samples").nki.compat.samples.pytest_file(__file__)'})
+        call = '__import__("neuronsim.nki.compat.samples").nki.compat.samples.pytest_file(__file__)'
+        out.append({"file": path, "kernel": None, "unit": True, "call": call})
     return out
 
 

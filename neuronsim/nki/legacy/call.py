@@ -206,18 +206,14 @@ class _LegacyBody:
         self.__module__ = getattr(fn, "__module__", None)
 
     def __call__(self, *args, **kwargs):
-        previous, kept = _lt.result_hook.hook, index_rules.keep_free_dims
-        broadcast, oob = index_rules.partition_broadcast_to, index_rules.out_of_bounds_slices
+        previous, rules = _lt.result_hook.hook, index_rules.legacy
         if previous is None:
             _lt.result_hook.hook = _columns
-        index_rules.keep_free_dims = True
-        index_rules.partition_broadcast_to = _tile_broadcast_to
-        index_rules.out_of_bounds_slices = slice_grid_view
+        index_rules.legacy = _IndexRules
         try:
             return self.fn(*args, **kwargs)
         finally:
-            _lt.result_hook.hook, index_rules.keep_free_dims = previous, kept
-            index_rules.partition_broadcast_to, index_rules.out_of_bounds_slices = broadcast, oob
+            _lt.result_hook.hook, index_rules.legacy = previous, rules
 
 
     @staticmethod
@@ -232,15 +228,22 @@ class _LegacyBody:
         return grid
 
 
-def _tile_broadcast_to(tile, shape):
-    """``tile.broadcast_to((P, F))`` of a 1-partition tile: NKI 0.1 copies its row onto ``P``
-    partitions through TensorE ("NKI invokes such matmul under the hood when
-    ``broadcast_input.broadcast_to((M, broadcast_input.shape[1]))`` is called", the Trainium
-    architecture guide), which is what ``nl.broadcast_to`` does."""
-    from neuronsim.nki.language.movement import broadcast_to
+class _IndexRules:
+    """NKI 0.1's indexing rules, used by ``TensorView`` while a legacy kernel is traced (beside
+    keeping ``t[:, 0]`` a [P, 1] tile)."""
 
-    hints.hint("tile.broadcast_to")
-    return broadcast_to(tile, shape)
+    @staticmethod
+    def partition_broadcast_to(tile, shape):
+        """``tile.broadcast_to((P, F))`` of a 1-partition tile: NKI 0.1 copies its row onto ``P``
+        partitions through TensorE ("NKI invokes such matmul under the hood when
+        ``broadcast_input.broadcast_to((M, broadcast_input.shape[1]))`` is called", the Trainium
+        architecture guide), which is what ``nl.broadcast_to`` does."""
+        from neuronsim.nki.language.movement import broadcast_to
+
+        hints.hint("tile.broadcast_to")
+        return broadcast_to(tile, shape)
+
+    out_of_bounds_slices = staticmethod(slice_grid_view)
 
 
 def legacy_kernel(fn, options=None) -> Kernel:

@@ -282,16 +282,13 @@ class _MGrid:
 
 
 class Grid(tuple):
-    """What ``nl.mgrid[...]`` returns: the index grids, also as ``.p`` (the first) and ``.x`` (the
-    second, the free dimension)."""
+    """What ``nl.mgrid[...]`` returns: the index grids, also as ``.p`` (the first, the partition
+    dimension) and ``.x``, ``.y``, ``.z`` (the free dimensions, in order)."""
 
-    @property
-    def p(self):
-        return self[0]
-
-    @property
-    def x(self):
-        return self[1]
+    p = property(lambda self: self[0])
+    x = property(lambda self: self[1])
+    y = property(lambda self: self[2])
+    z = property(lambda self: self[3])
 
 
 mgrid = _MGrid()

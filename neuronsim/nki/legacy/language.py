@@ -272,6 +272,20 @@ def ones_like(a, dtype=None, buffer=None, name="", **kwargs):
 # ------------------------------------------------------------------ host-side helpers
 
 
+def finfo(dtype):
+    """``nl.finfo(dtype)``: numpy's ``finfo`` of an NKI float dtype (``.min``, ``.max``, ``.eps``...;
+    bfloat16 and the float8 types through ml_dtypes)."""
+    from neuronsim.nki.types import numpy_dtype, to_sim_dtype
+
+    nd = numpy_dtype(to_sim_dtype(dtype))
+    try:
+        return np.finfo(nd)
+    except ValueError:
+        import ml_dtypes
+
+        return ml_dtypes.finfo(nd)
+
+
 def static_cast(array, dtype):
     """``nl.static_cast(ndarray, dtype)``: a numpy array cast to an NKI dtype (host side)."""
     from neuronsim.nki.types import numpy_dtype, to_sim_dtype
