@@ -522,15 +522,15 @@ def index_view(t: TensorView, key) -> TensorView:
 
 
 class _IndexRules(threading.local):
-    # NKI 0.1's rules while a legacy kernel is traced (legacy/call.py): t[:, 0] is [P, 1]; a tile
-    # broadcasts across partitions; a slice past the end is checked under the instruction's mask
-    legacy = None
+    legacy = None  # NKI 0.1's rules while a legacy kernel is traced (legacy/call.py's _IndexRules)
 
 
 index_rules = _IndexRules()
 
 
 def _index_view(t: TensorView, key) -> TensorView:
+    if index_rules.legacy is not None and (past := index_rules.legacy.past_end(t, key)) is not None:
+        return past
     for k in key:  # an index grid (the legacy API's nl.arange / nl.mgrid) does its own indexing
         if hasattr(type(k), "nki_index_grid"):
             return k.nki_index_grid(t, key)
@@ -544,17 +544,12 @@ def _index_view(t: TensorView, key) -> TensorView:
     dims = []
     ppair = t.ppair
     partition_dim = ppair is None and t.buf.memory in ON_CHIP
+    last_dropped = None  # (position, step) of the last free dim an int index dropped
     tdims = t.dims
-    kept_free = None
     for d, k in enumerate(key):
         step, num = tdims[d]
         if type(k) is slice:
-            try:
-                start, count, st = _slice(k, num, d, t)
-            except OutOfBoundsError:
-                if index_rules.legacy is None:
-                    raise
-                return index_rules.legacy.out_of_bounds_slices(t, key)
+            start, count, st = _slice(k, num, d, t)
             if st != 1 and d == 0 and partition_dim:
                 raise ConstraintError(
                     f"slice step {st} on the partition dimension of {t!r}: on-chip accesses "
@@ -575,8 +570,8 @@ def _index_view(t: TensorView, key) -> TensorView:
             offset += i * step
             if d == 0 and partition_dim:
                 ppair = (step, 1)
-            elif partition_dim and index_rules.legacy:
-                kept_free = (step, 1)
+            else:
+                last_dropped = (len(dims), step)
             continue
         if isinstance(k, DynSlice):
             if k.start < 0 or k.start + k.size > num or k.size < 0:
@@ -592,8 +587,11 @@ def _index_view(t: TensorView, key) -> TensorView:
         )
     if len(key) < n:
         dims.extend(tdims[len(key) :])
-    if kept_free is not None and ppair is None and len(dims) == 1:  # NKI 0.1's t[:, 0]: [P, 1]
-        dims.append(kept_free)
+    if partition_dim and ppair is None and len(dims) < 2 and last_dropped is not None and dims:
+        # NKI 0.6: an on-chip tensor stays >= 2-D; an int index that would leave only the partition
+        # dim keeps the last free dim at size 1 (t[:, 3] of a [P, F] tile is [P, 1])
+        at, step = last_dropped
+        dims.insert(at, (step, 1))
     return type(t)(t.buf, offset, tuple(dims), ppair)
 
 

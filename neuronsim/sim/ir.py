@@ -74,6 +74,8 @@ class Opcode(enum.IntEnum):
     DROPOUT = 34
     QUANTIZE_MX = 35  # bf16/fp16 -> MXFP8 data + E8M0 scales (NeuronCore-v4)
     NC_STREAM_SHUFFLE = 36  # cross-partition move within each 32-partition quadrant
+    NC_MATCH_REPLACE8 = 37  # replace the first match of each of 8 values (top-k folding)
+    RANGE_SELECT = 38  # keep elements whose free index is within per-partition bounds, fused max
     # GpSimd
     IOTA = 40
     AFFINE_SELECT = 41
@@ -107,6 +109,8 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.DROPOUT: (Engine.VECTOR,),
     Opcode.QUANTIZE_MX: (Engine.VECTOR,),
     Opcode.NC_STREAM_SHUFFLE: (Engine.VECTOR,),
+    Opcode.NC_MATCH_REPLACE8: (Engine.VECTOR,),
+    Opcode.RANGE_SELECT: (Engine.VECTOR,),
     Opcode.IOTA: (Engine.GPSIMD,),
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),

@@ -43,6 +43,41 @@ def test_nkiobject_subclasses_take_keyword_arguments():
     assert (p.section_idx, p.section_offset) == (3, 128)
 
 
+
+def test_nkiobject_classes_get_nki_s_data_class_initializer():
+    """The language guide: every NKIObject class is like a data class, with or without @dataclass;
+    the generated __init__ takes each attribute (defaulting to None) and calls __post_init__."""
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class SectionParams(nl.NKIObject):  # attention_cte: plain attributes, built with keywords
+        section_idx = None
+        section_offset = 0
+
+    @dataclass(frozen=True)
+    class Sizes(nl.NKIObject):
+        tokens: int
+        hidden: int = 512
+        tiles: list = field(default_factory=list)
+
+        def __post_init__(self):
+            object.__setattr__(self, "tiles", [self.hidden // 128] * 2)
+
+    class Fixed(nl.NKIObject):
+        def __init__(self, a):
+            self.a = a
+
+    p = SectionParams(section_idx=2)
+    assert (p.section_idx, p.section_offset) == (2, 0)
+    assert Sizes(4) == Sizes(tokens=4, hidden=512) and Sizes().tokens is None  # omitted field: None
+    assert Sizes(1, 256).tiles == [2, 2]
+    with pytest.raises(TypeError, match="takes 3 positional arguments"):
+        Sizes(1, 2, [], 4)
+    assert Fixed(5).a == 5  # a class's own __init__ is kept
+    with pytest.raises(TypeError):
+        Fixed(a=1, b=2)
+
+
 def test_buffer_predicates():
     assert nl.is_hbm(nl.shared_hbm) and nl.is_hbm(nl.hbm) and not nl.is_hbm(nl.sbuf)
     assert nl.is_on_chip(nl.psum) and nl.is_psum(nl.psum) and nl.is_sbuf(nl.sbuf)
@@ -144,3 +179,27 @@ def test_partition_mismatch_other_than_one_is_still_an_error():
 
     with pytest.raises(ConstraintError, match="partitions"):
         nki.simulate(k)(np.ones((128, 4), np.float32), np.ones((64, 4), np.float32))
+
+
+def test_isa_enums_take_aws_integer_values():
+    """AWS's nki.isa enums are ints; the library passes dge_mode=3 (none) from a helper."""
+    assert nisa.dge_mode(3) is nisa.dge_mode.none and nisa.dge_mode(1) is nisa.dge_mode.swdge
+    assert nisa.oob_mode(1) is nisa.oob_mode.skip and nisa.engine(5) is nisa.engine.vector
+    assert nisa.reduce_cmd(3) is nisa.reduce_cmd.reset_reduce
+    with pytest.raises(ValueError):
+        nisa.dge_mode(7)
+
+
+def test_on_chip_views_stay_two_dimensional():
+    """The language guide: an int index on a free dim drops it unless that would leave an on-chip
+    tensor < 2-D, then the last free dim stays at size 1 (attention_cte's bound[:n, g][:n, :1])."""
+
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((128, 64, 32), dtype=nl.float32, buffer=nl.sbuf)
+        u = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        assert t[:, 0].shape == (128, 32) and t[:, 0, 10].shape == (128, 1)
+        assert u[:64, 3].shape == (64, 1) and u[:64, 3][:64, :1].shape == (64, 1)
+        return a
+
+    k.specialize((np.zeros((2, 2), np.float32),))

@@ -325,6 +325,8 @@ def test_every_ir_instruction_has_its_nisa_call():
         Opcode.NC_MATMUL_MX: "nc_matmul_mx",
         Opcode.QUANTIZE_MX: "quantize_mx",
         Opcode.NC_STREAM_SHUFFLE: "nc_stream_shuffle",
+        Opcode.NC_MATCH_REPLACE8: "nc_match_replace8",
+        Opcode.RANGE_SELECT: "range_select",
     }
     assert set(calls) == set(Opcode)
     for name in calls.values():

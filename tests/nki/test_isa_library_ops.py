@@ -9,7 +9,7 @@ import pytest
 import neuronsim.nki as nki
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
-from neuronsim.errors import ConstraintError, DtypeError
+from neuronsim.errors import ConstraintError, DtypeError, UnsupportedError
 
 RNG = np.random.default_rng(18)
 THIS = __file__.rsplit("/", 1)[-1]
@@ -69,3 +69,129 @@ def test_nc_stream_shuffle_misuse_names_the_line():
     raises_at(wrong_dtype, (x,), DtypeError, "dst must have src's dtype")
     raises_at(short_mask, (x,), ConstraintError, "list of 32 ints")
     raises_at(beyond_src, (x,), ConstraintError, "takes src partition 4.*has 4 partitions")
+
+
+# ---------------------------------------------------------------- dma_transpose of 4-d views
+
+def test_dma_transpose_of_a_4d_view_with_unit_middle_dims():
+    """attention_tkg transposes [s, 1, 1, d] views by (3, 1, 2, 0): the 2-D transpose [s, d] -> [d, s]."""
+    x = RNG.standard_normal((2, 64, 32)).astype(np.float32).astype(np.float16)
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((32, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((32, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(t.reshape((32, 1, 1, 64)), a[1].reshape((64, 1, 1, 32)))
+        nl.store(out, t)
+        return out
+
+    assert np.array_equal(nki.simulate(k)(x), x[1].T)
+
+    @nki.jit
+    def middle(a):
+        t = nl.ndarray((32, 2, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(t, a.ap([[32, 64], [2048, 2], [1, 32]]))  # <- here
+        return a
+
+    raises_at(middle, (x,), UnsupportedError, "middle dims other than 1")
+
+
+# ---------------------------------------------------------------- nc_match_replace8
+
+def test_nc_match_replace8_folds_top_k_in_place():
+    """rotational_topk's loop: max8, then nc_match_replace8 on data in place with -inf, per 8."""
+    x = RNG.permutation(16 * 300).astype(np.float32).reshape(16, 300)
+
+    @nki.jit
+    def top24(a):
+        vals = nl.ndarray((16, 24), dtype=a.dtype, buffer=nl.shared_hbm)
+        inds = nl.ndarray((16, 24), dtype=nl.uint32, buffer=nl.shared_hbm)
+        data = nl.load(a)
+        v = nl.ndarray((16, 24), dtype=a.dtype, buffer=nl.sbuf)
+        i = nl.ndarray((16, 24), dtype=nl.uint32, buffer=nl.sbuf)
+        for fold in range(3):
+            cols = nl.ds(fold * 8, 8)
+            nisa.max8(dst=v[:, cols], src=data)
+            nisa.nc_match_replace8(dst=data, dst_idx=i[:, cols], data=data, vals=v[:, cols],
+                                   imm=float("-inf"))
+        nl.store(vals, v)
+        nl.store(inds, i)
+        return vals, inds
+
+    vals, inds = nki.simulate(top24)(x)
+    order = np.argsort(-x, axis=1)[:, :24]
+    assert np.array_equal(inds, order) and np.array_equal(vals, np.take_along_axis(x, order, axis=1))
+
+
+def test_nc_match_replace8_misuse_names_the_line():
+    x = np.zeros((16, 64), np.float32)
+
+    @nki.jit
+    def float_idx(a):
+        t = nl.load(a)
+        v = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.nc_match_replace8(dst=t, data=t, vals=v, imm=0.0, dst_idx=v)  # <- here
+        return a
+
+    @nki.jit
+    def wide_vals(a):
+        t = nl.load(a)
+        nisa.nc_match_replace8(dst=t, data=t, vals=t[:, 0:16], imm=0.0)  # <- here
+        return a
+
+    raises_at(float_idx, (x,), DtypeError, "dst_idx must be uint16 or uint32")
+    raises_at(wide_vals, (x,), ConstraintError, r"vals must be \[16, 8\]")
+
+
+# ---------------------------------------------------------------- range_select
+
+def test_range_select_masks_a_psum_tile_by_bounds():
+    """attention_bwd's sequence packing: qk in PSUM masked to k in [bound_min[q], bound_max[q]) from
+    k_tile_start, with the row max."""
+    x = RNG.standard_normal((128, 256)).astype(np.float32)
+    lo = RNG.integers(1000, 1200, (128, 1)).astype(np.float32)
+    hi = lo + RNG.integers(0, 150, (128, 1)).astype(np.float32)
+
+    @nki.jit
+    def k(a, bound_min, bound_max):
+        out = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        mx = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        qk = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(qk, nl.load(a))
+        res = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        red = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.range_select(dst=res, on_true_tile=qk, on_false_value=-3.4028235e38, comp_op0=nl.greater_equal,
+                          comp_op1=nl.less, bound0=nl.load(bound_min), bound1=nl.load(bound_max),
+                          range_start=1024, reduce_res=red)
+        nl.store(out, res)
+        nl.store(mx, red)
+        return out, mx
+
+    out, mx = nki.simulate(k)(x, lo, hi)
+    index = 1024 + np.arange(256)[None, :]
+    sel = np.where((index >= lo) & (index < hi), x, np.finfo(np.float32).min)
+    assert np.array_equal(out.astype(np.float32), sel.astype(out.dtype).astype(np.float32))
+    assert np.array_equal(mx, sel.max(axis=1, keepdims=True))
+
+
+def test_range_select_misuse_names_the_line():
+    x = np.zeros((128, 64), np.float32)
+
+    @nki.jit
+    def not_equal(a):
+        t = nl.load(a)
+        b = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.range_select(dst=t, on_true_tile=t, comp_op0=nl.not_equal, comp_op1=nl.less, bound0=b,  # <- here
+                          bound1=b)
+        return a
+
+    @nki.jit
+    def zero_fill(a):
+        t = nl.load(a)
+        b = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.range_select(dst=t, on_true_tile=t, comp_op0=nl.less, comp_op1=nl.less, bound0=b,  # <- here
+                          bound1=b, on_false_value=0.0)
+        return a
+
+    raises_at(not_equal, (x,), ConstraintError, "comp_op0=not_equal")
+    raises_at(zero_fill, (x,), ConstraintError, "fills with FP32_MIN")

@@ -47,6 +47,8 @@ MATMUL_FP32 = frozenset({DType.float32, DType.tfloat32})
 UNARY = frozenset({AluOp.abs, AluOp.square, AluOp.relu, AluOp.rsqrt, AluOp.reciprocal, AluOp.invert})
 BINARY_BITVEC = sorted(BITVEC_ALU_OPS - UNARY)
 ARITH = sorted(set(AluOp) - BITVEC_ALU_OPS - UNARY)
+FLOAT_DTYPES = frozenset(d for d in DType if d.is_float)
+RANGE_COMPARE = [AluOp.equal, AluOp.less, AluOp.less_equal, AluOp.greater, AluOp.greater_equal]
 COMPARE = [AluOp.equal, AluOp.not_equal, AluOp.greater, AluOp.greater_equal, AluOp.less, AluOp.less_equal]
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-45, 65504.0, 3e38, -3e38, 1.0, -1.0, 0.5],
                     dtype=np.float32)
@@ -458,6 +460,30 @@ def gen_find_index8(g: Gen) -> None:
     g.emit(Opcode.NC_FIND_INDEX8, dst, [data, g.operand(ON_CHIP, p, [8])])
 
 
+def gen_match_replace8(g: Gen) -> None:
+    """Inputs mix small integers, so values repeat and the duplicate rule is exercised."""
+    p, nums = g.partitions(), g.free_nums(lo=8, hi=64)
+    data = g.operand(ON_CHIP, p, nums)
+    vals = g.operand(ON_CHIP, p, [8], not_in=_psum_if(data))
+    dst = data if data is not None and g.chance(0.3) else g.operand(ON_CHIP, p, nums, write=True)
+    dst2 = None
+    if g.chance(0.6):
+        dst2 = g.operand(ON_CHIP, p, g.choice([[8], [2, 4]]), write=True,
+                         dtypes={DType.uint16, DType.uint32}) or False
+    g.emit(Opcode.NC_MATCH_REPLACE8, dst, [data, vals], dst2=dst2,
+           imm=g.choice([float("-inf"), 0.0, -1.0, float("nan"), 3.5]))
+
+
+def gen_range_select(g: Gen) -> None:
+    p, nums = g.partitions(), g.free_nums()
+    data = g.operand(ON_CHIP, p, nums, dtypes=FLOAT_DTYPES)
+    bounds = [g.operand(ON_CHIP, p, [1], dtypes={DType.float32}) for _ in range(2)]
+    dst2 = g.operand(ON_CHIP, p, [1], write=True, dtypes=FLOAT_DTYPES) or False if g.chance(0.6) else None
+    g.emit(Opcode.RANGE_SELECT, g.operand(ON_CHIP, p, nums, write=True), [data, *bounds], dst2=dst2,
+           cmp0=g.choice(RANGE_COMPARE), cmp1=g.choice(RANGE_COMPARE), range_start=g.r.randrange(0, 600),
+           on_false=float(np.finfo(np.float32).min))
+
+
 def _affine_imm(g: Gen, n: int) -> dict:
     pattern = [[g.choice([0, 1, -1, 2, -3, 7, 100]), num] for num in g.refactor(n)]
     return {"pattern": pattern, "offset": g.r.randint(-300, 300), "channel_multiplier": g.r.randint(-20, 20)}
@@ -520,7 +546,8 @@ def gen_stream_shuffle(g: Gen) -> None:
     dst = g.operand(ON_CHIP, dst_p, nums, write=True)
     if dst is None:
         return
-    src = dst if g.chance(0.15) else g.operand(ON_CHIP, src_p, g.refactor(math.prod(nums)), dtypes={dst.dtype})
+    src_nums = g.refactor(math.prod(nums))
+    src = dst if g.chance(0.15) else g.operand(ON_CHIP, src_p, src_nums, dtypes={dst.dtype})
     g.emit(Opcode.NC_STREAM_SHUFFLE, dst, [src], mask=mask)
 
 
@@ -565,6 +592,8 @@ GENERATORS = {
     Opcode.BN_AGGR: gen_bn_aggr,
     Opcode.MAX8: gen_max8,
     Opcode.NC_FIND_INDEX8: gen_find_index8,
+    Opcode.NC_MATCH_REPLACE8: gen_match_replace8,
+    Opcode.RANGE_SELECT: gen_range_select,
     Opcode.RNG: gen_rng,
     Opcode.DROPOUT: gen_dropout,
     Opcode.NC_STREAM_SHUFFLE: gen_stream_shuffle,

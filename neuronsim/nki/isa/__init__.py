@@ -45,7 +45,6 @@ from neuronsim.nki.isa.vector import (
     max8,
     memset,
     nc_find_index8,
-    nc_stream_shuffle,
     reciprocal,
     rng,
     scalar_tensor_tensor,
@@ -59,6 +58,7 @@ from neuronsim.nki.isa.vector import (
     tensor_tensor,
     tensor_tensor_scan,
 )
+from neuronsim.nki.isa.vector_select import nc_match_replace8, nc_stream_shuffle, range_select
 
 globals().update({_name: getattr(_misc, _name) for _name in _misc.NOT_SIMULATED})  # raise UnsupportedError
 
@@ -86,6 +86,7 @@ __all__ = [
     "max8",
     "memset",
     "nc_find_index8",
+    "nc_match_replace8",
     "nc_stream_shuffle",
     "nc_matmul",
     "nc_matmul_mx",
@@ -93,6 +94,7 @@ __all__ = [
     "nc_version",
     "oob_mode",
     "quantize_mx",
+    "range_select",
     "reciprocal",
     "reduce_cmd",
     "rng",

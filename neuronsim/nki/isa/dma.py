@@ -109,11 +109,15 @@ def _indirect_copy(fn: str, dst: TensorView, src: TensorView, oob, dge, name) ->
 def dma_transpose(
     dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None
 ):
-    """2-D transpose ``src`` [A, B] (HBM or SBUF) into ``dst`` [B, A] in SBUF with the DMA engines."""
+    """Transpose ``src`` (HBM or SBUF) into ``dst`` in SBUF with the DMA engines: [A, B] -> [B, A]; a
+    3-d or 4-d tile permutes by (2, 1, 0) / (3, 1, 2, 0) (S16), simulated when its middle dims are 1
+    (then it is the 2-D transpose of its first and last dims, as attention_tkg's [s, 1, 1, d] views)."""
     fn = "dma_transpose"
     dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
-    if axes not in (None, (1, 0), [1, 0]):
-        raise _fail(fn, f"axes={axes} is not simulated; only 2-D (1, 0) transposes are", UnsupportedError)
+    if len(src.shape) > 2:
+        dst, src = _two_d_transpose(fn, dst, src, axes)
+    elif axes not in (None, (1, 0), [1, 0]):
+        raise _fail(fn, f"axes={axes} is not the permutation of a 2-d tile, (1, 0)", UnsupportedError)
     _check_dma(fn, dst, src)
     if dst.memory is not Memory.SBUF:
         raise _fail(fn, f"dst must be in SBUF; got {_describe(dst)}", EngineAccessError)
@@ -127,3 +131,23 @@ def dma_transpose(
         name=name,
         queue=current_trace().next_dma_queue(),
     )
+
+
+_PERMUTATION = {3: (2, 1, 0), 4: (3, 1, 2, 0)}  # dma_transpose's axes by rank (S16)
+
+
+def _two_d_transpose(fn: str, dst: TensorView, src: TensorView, axes) -> tuple[TensorView, TensorView]:
+    """The 2-D views (dst, src) of a 3-d/4-d dma_transpose whose middle dims are 1."""
+    perm = _PERMUTATION.get(len(src.shape))
+    if perm is None or (axes is not None and tuple(axes) != perm):
+        raise _fail(fn, f"axes={axes} for a {len(src.shape)}-d src: dma_transpose permutes by (1, 0), "
+                    "(2, 1, 0) or (3, 1, 2, 0)", UnsupportedError)
+    want = tuple(src.shape[a] for a in perm)
+    if tuple(dst.shape) != want:
+        raise _fail(fn, f"dst is {list(dst.shape)} but src {list(src.shape)} permuted by {perm} is "
+                    f"{list(want)}")
+    if any(n != 1 for n in src.shape[1:-1]) or src.ppair is not None or dst.ppair is not None:
+        raise _fail(fn, f"a {len(src.shape)}-d transpose of src {list(src.shape)} with middle dims other "
+                    "than 1 is not simulated", UnsupportedError)
+    return (type(dst)(dst.buf, dst.offset, (dst.dims[0], dst.dims[-1])),
+            type(src)(src.buf, src.offset, (src.dims[0], src.dims[-1])))

@@ -8,7 +8,20 @@ import functools
 from neuronsim.sim.ir import Engine
 
 
-class engine(enum.Enum):
+class _AwsValues(enum.Enum):
+    """An enum that also takes the integer value AWS's ``nki.isa`` gives each member (``_AWS_NAMES``):
+    the library passes ``dge_mode=3`` where it means ``dge_mode.none``."""
+
+    @classmethod
+    def _missing_(cls, value):
+        if isinstance(value, int) and not isinstance(value, bool):
+            names = _AWS_NAMES.get(cls.__name__, ())
+            if 0 <= value < len(names) and names[value]:
+                return cls[names[value]]
+        return None
+
+
+class engine(_AwsValues):
     """Neuron Device engines."""
 
     tensor = "tensor"
@@ -20,7 +33,7 @@ class engine(enum.Enum):
     unknown = "unknown"
 
 
-class reduce_cmd(enum.Enum):
+class reduce_cmd(_AwsValues):
     idle = "idle"
     reset = "reset"
     reduce = "reduce"
@@ -31,14 +44,14 @@ class reduce_cmd(enum.Enum):
 _RC = reduce_cmd
 
 
-class dge_mode(enum.Enum):
+class dge_mode(_AwsValues):
     unknown = "unknown"
     swdge = "swdge"
     hwdge = "hwdge"
     none = "none"
 
 
-class oob_mode(enum.Enum):
+class oob_mode(_AwsValues):
     error = "error"
     skip = "skip"
 
@@ -83,4 +96,13 @@ _ENGINES = {
     engine.vector: Engine.VECTOR,
     engine.scalar: Engine.SCALAR,
     engine.gpsimd: Engine.GPSIMD,
+}
+
+
+# Member names by AWS's integer values (aws-neuron-sdk nki/api/nki/isa).
+_AWS_NAMES = {
+    "engine": ("unknown", "tensor", "scalar", "gpsimd", "dma", "vector", "sync"),
+    "reduce_cmd": ("idle", "reset", "reduce", "reset_reduce", "load_reduce"),
+    "dge_mode": ("unknown", "swdge", "hwdge", "none"),
+    "oob_mode": ("error", "skip"),
 }

@@ -133,12 +133,10 @@ NOT_SIMULATED = (
     "exponential",
     "sequence_bounds",
     "dma_compute",
-    "range_select",
     "register_alloc",
     "register_move",
     "register_load",
     "register_store",
-    "nc_match_replace8",
     "nonzero_with_count",
     "topk",
 )

@@ -32,7 +32,7 @@ from neuronsim.sim.dtypes import DType
 from neuronsim.sim.engines.vector_bn import BN_AGGR_FIELDS, BN_STATS_FIELDS, BN_TUPLE
 from neuronsim.sim.engines.vector_rng import RNG_DTYPES, STREAM_PERIOD
 from neuronsim.sim.engines.vector_top_k import TOP_K, TOP_K_FREE_MAX
-from neuronsim.sim.ir import QUADRANT, SHUFFLE_KEEP, AluOp, Engine, Memory, Opcode
+from neuronsim.sim.ir import AluOp, Engine, Memory, Opcode
 
 
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
@@ -364,36 +364,6 @@ def nc_find_index8(dst, data, vals, name=None):
         raise _fail(fn, f"vals and dst need {TOP_K} elements per partition ({_describe(vals)}, "
                     f"{_describe(dst)})")
     emit(fn, Opcode.NC_FIND_INDEX8, Engine.VECTOR, dst, (data, vals), {}, name=name, roles=("data", "vals"))
-
-
-def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
-    """Cross-partition move within each 32-partition quadrant (VectorE): dst partition ``q*32 + i``
-    takes src partition ``q*32 + shuffle_mask[i]``; a mask entry of 255 leaves that dst partition
-    unmodified. The same mask applies to every quadrant; dst may be src (in place) (S16)."""
-    fn = "nc_stream_shuffle"
-    dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
-    try:
-        mask = tuple(shuffle_mask)
-    except TypeError:
-        raise _fail(fn, f"shuffle_mask must be a list of {QUADRANT} ints; got {shuffle_mask!r}") from None
-    if len(mask) != QUADRANT or not all(isinstance(m, int) and not isinstance(m, bool) for m in mask):
-        raise _fail(fn, f"shuffle_mask must be a list of {QUADRANT} ints; got {shuffle_mask!r}")
-    bad = [(i, m) for i, m in enumerate(mask) if not (0 <= m < QUADRANT or m == SHUFFLE_KEEP)]
-    if bad:
-        raise _fail(fn, f"shuffle_mask[{bad[0][0]}] = {bad[0][1]}; each entry is a partition 0..{QUADRANT - 1} "
-                    f"of the quadrant or {SHUFFLE_KEEP} (leave that dst partition unmodified)")
-    if dst.buf.dtype != src.buf.dtype:
-        raise _fail(fn, f"dst must have src's dtype; dst = {_describe(dst)}, src = {_describe(src)}", DtypeError)
-    if dst.free_size != src.free_size:
-        raise _fail(fn, f"dst and src must have the same elements per partition; dst = {_describe(dst)}, "
-                    f"src = {_describe(src)}")
-    for i in range(dst.partitions):
-        m = mask[i % QUADRANT]
-        if m != SHUFFLE_KEEP and (i // QUADRANT) * QUADRANT + m >= src.partitions:
-            raise _fail(fn, f"dst partition {i} takes src partition {(i // QUADRANT) * QUADRANT + m} "
-                        f"(shuffle_mask[{i % QUADRANT}] = {m} in quadrant {i // QUADRANT}) but src "
-                        f"{_describe(src)} has {src.partitions} partitions")
-    emit(fn, Opcode.NC_STREAM_SHUFFLE, Engine.VECTOR, dst, (src,), {"mask": mask}, name=name, roles=("src",))
 
 
 # ---------------------------------------------------------------- the PRNG (sim/engines/vector_rng.py)

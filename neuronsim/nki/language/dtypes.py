@@ -44,13 +44,78 @@ ds = DynSlice
 
 
 class NKIObject:
-    """Base class of kernel dataclasses and configuration objects. Built with keyword arguments
-    (``Params(section_idx=0)``) it sets them as attributes, as NKI's ``NKIObject.__init__(**kwargs)``
-    does; a ``@dataclass`` subclass has its own ``__init__``, with Python's rules."""
+    """Base class of kernel classes and configuration objects. As NKI's compiler treats every such class
+    like a data class (with or without ``@dataclass``), a subclass that provides no ``__init__`` gets
+    NKI's initializer: one parameter per class attribute, annotated or not, in declaration order,
+    defaulting to the class value or None, then ``__post_init__`` (the language guide, "Class
+    Support"). So ``SectionParams(section_idx=0)`` works for plain ``section_idx = None`` attributes,
+    and an omitted dataclass field is None. Keywords that name no attribute are set as attributes."""
 
     def __init__(self, **kwargs) -> None:
         for name, value in kwargs.items():
             setattr(self, name, value)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        inherited = next(k for k in cls.__mro__[1:] if "__init__" in k.__dict__)
+        if "__init__" not in cls.__dict__ and (inherited is NKIObject or _is_generated(inherited.__init__)):
+            cls.__init__ = _nki_init  # set before @dataclass runs, which then keeps it
+
+
+def _is_generated(init) -> bool:
+    return init is _nki_init
+
+
+def _nki_init(self, *args, **kwargs) -> None:
+    cls = type(self)
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = _class_fields(cls)
+    if len(args) > len(fields):
+        raise TypeError(f"{cls.__name__}() takes {len(fields)} positional arguments ({', '.join(fields)}) "
+                        f"but {len(args)} were given")
+    values = dict(zip(fields, args, strict=False))
+    for name, value in kwargs.items():
+        if name in values:
+            raise TypeError(f"{cls.__name__}() got multiple values for argument '{name}'")
+        values[name] = value
+    for name, default in fields.items():
+        if name not in values:
+            values[name] = default()
+    for name, value in values.items():
+        object.__setattr__(self, name, value)  # frozen dataclasses construct too, as in NKI
+    post_init = getattr(self, "__post_init__", None)
+    if post_init is not None:
+        post_init()
+
+
+_FIELDS: dict = {}
+
+
+def _class_fields(cls) -> dict:
+    """{name: default factory} for every attribute of ``cls`` and its NKIObject bases, bases first."""
+    import dataclasses
+
+    fields: dict = {}
+    for klass in reversed(cls.__mro__[: cls.__mro__.index(NKIObject)]):
+        declared = klass.__dict__.get("__dataclass_fields__", {})
+        names = list(klass.__dict__.get("__annotations__", {})) + list(klass.__dict__)
+        for name in names:
+            if name in fields or name.startswith("__"):
+                continue
+            field = declared.get(name)
+            if field is not None:
+                if field.default_factory is not dataclasses.MISSING:
+                    fields[name] = field.default_factory
+                else:
+                    value = None if field.default is dataclasses.MISSING else field.default
+                    fields[name] = lambda v=value: v
+                continue
+            value = klass.__dict__.get(name)
+            if isinstance(value, (staticmethod, classmethod, property, type)) or callable(value):
+                continue
+            fields[name] = lambda v=value: v
+    return fields
 
 
 def is_hbm(buffer) -> bool:

@@ -24,6 +24,7 @@ from neuronsim.nki.legacy.grid import (
 )
 from neuronsim.nki.tensor import index_rules
 from neuronsim.nki.trace import caller_location
+from neuronsim.nki.types import DynSlice
 
 
 def materialize(x):
@@ -229,8 +230,22 @@ class _LegacyBody:
 
 
 class _IndexRules:
-    """NKI 0.1's indexing rules, used by ``TensorView`` while a legacy kernel is traced (beside
-    keeping ``t[:, 0]`` a [P, 1] tile)."""
+    """NKI 0.1's indexing rules, used by ``TensorView`` while a legacy kernel is traced."""
+
+    @staticmethod
+    def past_end(t, key):
+        """``t[key]`` when a slice of ``key`` runs past the end of ``t``: NKI 0.1 checks such an
+        access under the ``mask=`` of the instruction using it (``slice_grid_view``); else None."""
+        key = key if isinstance(key, tuple) else (key,)
+        if Ellipsis in key or any(hasattr(type(k), "nki_index_grid") for k in key):
+            return None
+        for k, (_, num) in zip(key, t.dims, strict=False):
+            if isinstance(k, DynSlice):
+                k = slice(k.start, k.start + k.size)
+            bounds = (k.start, k.stop) if isinstance(k, slice) else ()
+            if any(type(b) is int and not -num <= b <= num for b in bounds):
+                return slice_grid_view(t, key)
+        return None
 
     @staticmethod
     def partition_broadcast_to(tile, shape):
@@ -242,8 +257,6 @@ class _IndexRules:
 
         hints.hint("tile.broadcast_to")
         return broadcast_to(tile, shape)
-
-    out_of_bounds_slices = staticmethod(slice_grid_view)
 
 
 def legacy_kernel(fn, options=None) -> Kernel:

@@ -9,17 +9,19 @@ from neuronsim.sim.engines import (
     tensor,
     vector_bn,
     vector_copy,
+    vector_range_select,
     vector_reduce,
     vector_rng,
+    vector_shuffle,
     vector_tensor_scalar,
     vector_tensor_tensor,
-    vector_shuffle,
     vector_top_k,
 )
 from neuronsim.sim.engines.common import OpDef
 
 ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
-                  vector_top_k, vector_shuffle, vector_rng, scalar, gpsimd, dma, dma_indirect, mx)
+                  vector_top_k, vector_shuffle, vector_range_select, vector_rng, scalar, gpsimd, dma,
+                  dma_indirect, mx)
 
 
 def _collect() -> dict:

@@ -1,8 +1,9 @@
-"""VectorE top-8: max8 and nc_find_index8 — checks, semantics (numpy reference and Numba) and costs
-side by side. Values are compared as fp32.
+"""VectorE top-8: max8, nc_find_index8 and nc_match_replace8 — checks, semantics (numpy reference and
+Numba) and costs side by side. Values are compared as fp32.
 
 Costs are the legacy per-instruction estimates (S23, trainium-hardware.md §2.8) in VectorE cycles,
-with N the elements per partition of the data.
+with N the elements per partition of the data: N for max8 and nc_find_index8; ``max(MIN_II, N)`` for
+nc_match_replace8 (the doc's ``min(MIN_II, N)`` read as the max every other entry has).
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from numba import njit
 
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
-from neuronsim.sim.encoding import DST, SRC0, SRC1
+from neuronsim.sim.encoding import DST, DST2, IMM, SRC0, SRC1
 from neuronsim.sim.engines.common import (
     OpDef,
+    max_ii,
     no_immediates,
     require,
     require_dtype,
     require_known_immediates,
     require_operands,
+    require_same_shape,
     require_shape,
     require_vector_free,
 )
@@ -134,8 +137,79 @@ def _nb_find_index8(row, frow, bases):
             out[p, k] = found
     scatter_i64(row, DST, bases, out)
 
+# ---------------------------------------------------------------- nc_match_replace8
+
+def _check_match_replace8(ins: Instruction, chip: ChipSpec) -> None:
+    require_known_immediates(ins, frozenset({"imm"}))
+    require_operands(ins, 2)
+    data, vals = ins.srcs
+    _check_top_k_data(ins, chip, data)
+    require_shape(ins, vals, data.partitions, TOP_K, "vals")
+    require_same_shape(ins, ins.dst, data, "dst", "data")
+    if ins.dst2 is not None:
+        require_shape(ins, ins.dst2, data.partitions, TOP_K, "dst_idx")
+        require_dtype(ins, ins.dst2, INDEX_DTYPES, "dst_idx")
+
+
+def _cycles_match_replace8(ins: Instruction, chip: ChipSpec) -> float:
+    """S23: ``max(MIN_II, N)`` (the doc's ``min`` taken as the max of every other VectorE entry)."""
+    return max_ii(ins.srcs[0].free_size, chip)
+
+
+def _ref_match_replace8(ins: Instruction, mem: RefMemory) -> None:
+    """Each of the 8 values, taken in reverse order (vals[7] first), replaces the first element of data
+    equal to it that no earlier value matched with ``imm``; dst_idx[k] is that element's index (S16's
+    duplicate rule: a repeated value pairs its occurrences with descending columns). Compared as fp32,
+    NaN matching NaN; a value not present leaves data alone and gives dst_idx the dtype's largest
+    value (assumed, as nc_find_index8)."""
+    x, v = mem.read(ins.srcs[0]), mem.read(ins.srcs[1])
+    out, idx = x.copy(), np.full(v.shape, _NOT_FOUND, dtype=np.int64)
+    imm = np.float32(ins.imm.get("imm", 0.0))
+    for p in range(x.shape[0]):
+        free = np.ones(x.shape[1], dtype=bool)
+        for k in range(TOP_K - 1, -1, -1):
+            same = (x[p] == v[p, k]) | (np.isnan(x[p]) & np.isnan(v[p, k]))
+            hits = np.flatnonzero(same & free)
+            if hits.size:
+                free[hits[0]] = False
+                out[p, hits[0]] = imm
+                idx[p, k] = hits[0]
+    mem.write(ins.dst, out)
+    if ins.dst2 is not None:
+        mem.write_int(ins.dst2, idx)
+
+
+def _encode_match_replace8(ins: Instruction) -> tuple[list[int], list[float]]:
+    return [int(ins.dst2 is not None)], [float(np.float32(ins.imm.get("imm", 0.0)))]
+
+
+@njit(cache=True)
+def _nb_match_replace8(row, frow, bases):
+    x = gather_f32(row, SRC0, bases)
+    v = gather_f32(row, SRC1, bases)
+    parts, n = x.shape
+    imm = np.float32(frow[0])
+    idx = np.full((parts, 8), _NOT_FOUND, dtype=np.int64)
+    out = x.copy()
+    free = np.ones(n, dtype=np.bool_)
+    for p in range(parts):
+        free[:] = True
+        for k in range(7, -1, -1):
+            want = v[p, k]
+            for j in range(n):
+                if free[j] and (x[p, j] == want or (x[p, j] != x[p, j] and want != want)):
+                    free[j] = False
+                    out[p, j] = imm
+                    idx[p, k] = j
+                    break
+    scatter_f32(row, DST, bases, out)
+    if row[IMM]:
+        scatter_i64(row, DST2, bases, idx)
+
 OPS = [
     OpDef(Opcode.MAX8, _check_max8, _cycles_top_k, _ref_max8, no_immediates, _nb_max8),
     OpDef(Opcode.NC_FIND_INDEX8, _check_find_index8, _cycles_top_k, _ref_find_index8, no_immediates,
           _nb_find_index8),
+    OpDef(Opcode.NC_MATCH_REPLACE8, _check_match_replace8, _cycles_match_replace8, _ref_match_replace8,
+          _encode_match_replace8, _nb_match_replace8),
 ]

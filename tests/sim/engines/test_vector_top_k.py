@@ -77,8 +77,68 @@ def test_top_k_costs_and_checks():
         k.emit(Opcode.NC_FIND_INDEX8, k.result("i", (4, 8), "uint32"), [x, v])
     rejects(vals_shape, ConstraintError, "vals is 4x4.*must be 4x8")
 
+# ---------------------------------------------------------------- nc_match_replace8
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_match_replace8_doc_example_and_duplicates(executor):
+    """S16's example: data [1, 2, 3, 4, 8 x7], vals [3, 8 x7] -> dst_idx [2, 10, 9, 8, 7, 6, 5, 4]
+    (vals taken in reverse order); matched elements become imm; an absent value leaves data alone and
+    gives the dtype's maximum (assumed, as nc_find_index8)."""
+    data = np.array([[1, 2, 3, 4, 8, 8, 8, 8, 8, 8, 8, 0], [5, 6, 7, 9, 9, 1, 1, 1, 1, 1, 1, 2]], np.float32)
+    vals = np.array([[3, 8, 8, 8, 8, 8, 8, 8], [9, 9, 9, 2, -4, 1, 1, 1]], np.float32)
+    k = OneOp()
+    d, v = k.load("d", data), k.load("v", vals)
+    out, idx = k.result("out", (2, 12)), k.result("idx", (2, 8), "uint32")
+    k.emit(Opcode.NC_MATCH_REPLACE8, out, [d, v], dst2=idx, imm=-np.inf)
+    got = k.run(executor)
+    assert list(got["idx"][0]) == [2, 10, 9, 8, 7, 6, 5, 4]
+    miss = 2**32 - 1
+    assert list(got["idx"][1]) == [miss, 4, 3, 11, miss, 7, 6, 5]
+    want = data.copy()
+    want[0, 2:11] = -np.inf
+    want[0, 3] = 4
+    want[1, [3, 4, 5, 6, 7, 11]] = -np.inf
+    assert np.array_equal(got["out"], want)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_max8_then_match_replace8_in_place_is_a_top_k_fold(executor):
+    """rotational_topk's fold: max8 then match_replace8 in place with -inf, twice, gives the top 16."""
+    x = np.random.default_rng(9).permutation(128 * 64).astype(np.float32).reshape(128, 64)
+    k = OneOp()
+    data = k.load("x", x)
+    top, idx = k.result("top", (128, 16)), k.result("idx", (128, 16), "uint16")
+    for fold in range(2):
+        cols = top.ap([[16, 128], [1, 8]], offset=8 * fold)
+        k.emit(Opcode.MAX8, cols, [data])
+        idx_cols = idx.ap([[16, 128], [1, 8]], offset=8 * fold)
+        k.emit(Opcode.NC_MATCH_REPLACE8, data, [data, cols], dst2=idx_cols, imm=-np.inf)
+    got = k.run(executor)
+    order = np.argsort(-x, axis=1)[:, :16]
+    assert np.array_equal(got["idx"], order)
+    assert np.array_equal(got["top"], np.take_along_axis(x, order, axis=1))
+
+
+def test_match_replace8_cost_and_checks():
+    """S23: max(MIN_II, N); data 8..16384 per partition, vals [P, 8], dst like data, dst_idx uint16/32."""
+    b = ProgramBuilder()
+    x, v = b.sbuf("x", (128, 1000), "float32"), b.sbuf("v", (128, 8), "float32")
+    assert cycles(b.emit(Opcode.NC_MATCH_REPLACE8, x, [x, v], imm=0.0)) == 1000
+    small = b.sbuf("small", (128, 16), "float32")
+    assert cycles(b.emit(Opcode.NC_MATCH_REPLACE8, small, [small, v], imm=0.0)) == 64
+
+    def emit(k, dst_shape=(4, 32), idx=("uint32", (4, 8))):
+        x = k.load("x", np.zeros((4, 32), np.float32))
+        v = k.load("v", np.zeros((4, 8), np.float32))
+        dst_idx = None if idx is None else k.result("i", idx[1], idx[0])
+        k.emit(Opcode.NC_MATCH_REPLACE8, k.result("y", dst_shape), [x, v], dst2=dst_idx, imm=1.0)
+    rejects(lambda k: emit(k, dst_shape=(4, 16)), ConstraintError, "dst is 4x16.*data is 4x32")
+    rejects(lambda k: emit(k, idx=("float32", (4, 8))), DtypeError, "dst_idx dtype float32")
+    rejects(lambda k: emit(k, idx=("uint32", (4, 4))), ConstraintError, "dst_idx is 4x4")
+
+
 def test_every_opcode_of_this_file_is_registered():
-    assert registered_opcodes(vector_top_k) == {Opcode.MAX8, Opcode.NC_FIND_INDEX8}
+    assert registered_opcodes(vector_top_k) == {Opcode.MAX8, Opcode.NC_FIND_INDEX8, Opcode.NC_MATCH_REPLACE8}
 
 
 def test_unknown_immediates_are_rejected():
