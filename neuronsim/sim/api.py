@@ -17,7 +17,7 @@ from neuronsim.options import current as current_options
 from neuronsim.sim import execute_numba, execute_reference
 from neuronsim.sim.chips import ChipSpec, get_chip
 from neuronsim.sim.encoding import encode_instruction, encode_rows
-from neuronsim.sim.engines import OPDEFS, dma_indirect
+from neuronsim.sim.engines import OPDEFS
 from neuronsim.sim.ir import Memory, Program
 from neuronsim.sim.memory.layout import Placement, place_tensors
 from neuronsim.sim.memory.reference import RefMemory
@@ -106,7 +106,8 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
     else:
         bases = core.executor_bases(program, prep.placement, hbm)
         stopped = execute_numba.execute(prep.itab, prep.ftab, bases)
-        if stopped >= 0:  # only an indirect DMA stops a run: an index out of bounds
-            raise dma_indirect.out_of_bounds(program.instructions[stopped])
+        if stopped >= 0:  # an instruction met a value it cannot use (an index out of bounds)
+            ins = program.instructions[stopped]
+            raise OPDEFS[ins.opcode].runtime_error(ins)
     outputs = {t.name: hbm[t.id] for t in program.hbm_tensors() if t.kind in ("output", "inout")}
     return RunResult(outputs, prep.timeline, prep)

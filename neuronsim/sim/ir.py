@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from neuronsim.sim.dtypes import DType, dtype_of
 
@@ -80,6 +81,7 @@ class Opcode(enum.IntEnum):
     IOTA = 40
     AFFINE_SELECT = 41
     TENSOR_PARTITION_REDUCE = 42
+    NC_N_GATHER = 43  # gather within each partition by uint32 indices
     # DMA
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
@@ -114,6 +116,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.IOTA: (Engine.GPSIMD,),
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),
+    Opcode.NC_N_GATHER: (Engine.GPSIMD,),
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
     Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),

@@ -195,3 +195,35 @@ def test_range_select_misuse_names_the_line():
 
     raises_at(not_equal, (x,), ConstraintError, "comp_op0=not_equal")
     raises_at(zero_fill, (x,), ConstraintError, "fills with FP32_MIN")
+
+
+# ---------------------------------------------------------------- nc_n_gather
+
+def test_nc_n_gather_maps_local_top_k_positions_to_global_indices():
+    """rotational_topk: global_index = nc_n_gather(data=indices, indices=local_index)."""
+    ids = RNG.permutation(32 * 100).astype(np.uint32).reshape(32, 100)
+    local = RNG.integers(0, 100, (32, 8)).astype(np.uint32)
+
+    @nki.jit
+    def k(a, pos):
+        out = nl.ndarray(pos.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        g = nl.ndarray(pos.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.nc_n_gather(dst=g, data=nl.load(a), indices=nl.load(pos))
+        nl.store(out, g)
+        return out
+
+    want = np.take_along_axis(ids, local.astype(np.int64), axis=1)
+    assert np.array_equal(nki.simulate(k)(ids, local), want)
+
+
+def test_nc_n_gather_misuse_names_the_line():
+    x = np.zeros((32, 64), np.float32)
+
+    @nki.jit
+    def int32_indices(a):
+        t = nl.load(a)
+        i = nl.ndarray((32, 8), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.nc_n_gather(dst=t[:, 0:8], data=t, indices=i)  # <- here
+        return a
+
+    raises_at(int32_indices, (x,), DtypeError, "indices must be uint32")

@@ -509,6 +509,21 @@ def gen_partition_reduce(g: Gen) -> None:
            [g.operand([SBUF], p, nums, dtypes=dtypes)], op=op)
 
 
+def gen_n_gather(g: Gen) -> None:
+    """Random uint32 bits masked into range by a VectorE bitwise_and just before (an index outside data
+    stops the run; tests/sim/engines/test_gpsimd_gather.py covers that)."""
+    p, nums = g.partitions(), g.free_nums()
+    data = g.operand([SBUF], p, g.free_nums(lo=2, hi=200))
+    idx = g.operand([SBUF], p, nums, write=True, dtypes={DType.uint32})
+    if data is None or idx is None:
+        return
+    before = len(g.instructions)
+    g.emit(Opcode.TENSOR_SCALAR, idx, [idx], engine=Engine.VECTOR, op0=AluOp.bitwise_and,
+           operand0=2 ** int(math.log2(data.free_size)) - 1)
+    if len(g.instructions) > before:
+        g.emit(Opcode.NC_N_GATHER, g.operand([SBUF], p, nums, write=True, dtypes={data.dtype}), [data, idx])
+
+
 RNG_STATE_DTYPES = frozenset(d for d in DType if d.itemsize == 4)
 
 
@@ -600,6 +615,7 @@ GENERATORS = {
     Opcode.IOTA: gen_iota,
     Opcode.AFFINE_SELECT: gen_affine_select,
     Opcode.TENSOR_PARTITION_REDUCE: gen_partition_reduce,
+    Opcode.NC_N_GATHER: gen_n_gather,
 }
 NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz
     Opcode.QUANTIZE_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",

@@ -26,7 +26,7 @@ from neuronsim.nki.isa.enums import (
     unknown_engine,
     vector_engine,
 )
-from neuronsim.nki.isa.gpsimd import affine_select, iota, tensor_partition_reduce
+from neuronsim.nki.isa.gpsimd import affine_select, iota, nc_n_gather, tensor_partition_reduce
 from neuronsim.nki.isa.misc import (
     NkiInstruction,
     VirtualRegister,
@@ -90,6 +90,7 @@ __all__ = [
     "nc_stream_shuffle",
     "nc_matmul",
     "nc_matmul_mx",
+    "nc_n_gather",
     "nc_transpose",
     "nc_version",
     "oob_mode",

@@ -126,7 +126,6 @@ NOT_SIMULATED = (
     "activate2",
     "tensor_scalar_cumulative",
     "local_gather",
-    "nc_n_gather",
     "rand_set_state",
     "rand_get_state",
     "rand2",

@@ -14,8 +14,8 @@ multiplied by ``access_stride_penalty_factor``), and ``max(MIN_II, ...)`` last.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from neuronsim.errors import ConstraintError, DtypeError, NeuronSimError
 from neuronsim.sim.chips import ChipSpec
@@ -31,6 +31,9 @@ class OpDef:
     reference: Callable  # (Instruction, RefMemory) -> None
     encode: Callable[[Instruction], tuple[list[int], list[float]]]
     kernel: Callable  # numba: (row int64[:], frow float64[:], bases int64[:]) -> None
+    # For the few instructions that check values read while running (an index out of range): the
+    # error the reference raises, which the Numba kernel signals through the status slot instead.
+    runtime_error: Callable[[Instruction], NeuronSimError] | None = None
 
 
 def no_immediates(ins: Instruction) -> tuple[list[int], list[float]]:
