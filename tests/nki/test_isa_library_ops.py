@@ -10,6 +10,9 @@ import neuronsim.nki as nki
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.errors import ConstraintError, DtypeError, UnsupportedError
+from neuronsim.sim.chips import get_chip
+from neuronsim.sim.engines import OPDEFS
+from neuronsim.sim.ir import Opcode
 
 RNG = np.random.default_rng(18)
 THIS = __file__.rsplit("/", 1)[-1]
@@ -227,3 +230,56 @@ def test_nc_n_gather_misuse_names_the_line():
         return a
 
     raises_at(int32_indices, (x,), DtypeError, "indices must be uint32")
+
+
+# ---------------------------------------------------------------- nc_matmul perf_mode=double_row
+
+def _fp8_matmul_kernel(double_row: bool):
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((a.shape[2], b.shape[2]), dtype=nl.float32, buffer=nl.shared_hbm)
+        sa = nl.ndarray(a.shape, dtype=nl.float8_e4m3, buffer=nl.sbuf)
+        sb = nl.ndarray(b.shape, dtype=nl.float8_e4m3, buffer=nl.sbuf)
+        nisa.dma_copy(dst=sa, src=a)
+        nisa.dma_copy(dst=sb, src=b)
+        acc = nl.ndarray((a.shape[2], b.shape[2]), dtype=nl.float32, buffer=nl.psum)
+        if double_row:
+            nisa.nc_matmul(acc, sa, sb, perf_mode=nisa.matmul_perf_mode.double_row)
+        else:
+            for r in range(2):
+                nisa.nc_matmul(acc, sa[:, r, :], sb[:, r, :])
+        nl.store(out, acc)
+        return out
+
+    return k
+
+
+def test_fp8_double_row_contracts_both_rows_in_one_pass():
+    """S16/S10: [K, 2, M] x [K, 2, N] FP8 contracts over K x 2 in the time of one pass: the same values
+    as two plain matmuls accumulating, in half their TensorE time."""
+    import ml_dtypes
+
+    a = RNG.standard_normal((128, 2, 64)).astype(ml_dtypes.float8_e4m3)
+    b = RNG.standard_normal((128, 2, 512)).astype(ml_dtypes.float8_e4m3)
+    want = np.einsum("krm,krn->mn", a.astype(np.float32), b.astype(np.float64)).astype(np.float32)
+    charged = {}
+    for double_row in (True, False):
+        kernel = _fp8_matmul_kernel(double_row)
+        np.testing.assert_allclose(nki.simulate(kernel)(a, b), want, rtol=1e-5, atol=1e-4)
+        program = kernel.specialize((a, b)).instances[0].programs[0]
+        charged[double_row] = sum(OPDEFS[i.opcode].cycles(i, get_chip("trn2")) for i in program.instructions
+                                  if i.opcode is Opcode.NC_MATMUL)
+    assert charged[True] == charged[False] / 2 == 512  # one pass of N = 512 moving columns
+
+
+def test_fp8_double_row_misuse_names_the_line():
+    x = np.zeros((128, 2, 64), np.float32)
+
+    @nki.jit
+    def bf16_double_row(a):
+        s = nl.ndarray((128, 2, 64), dtype=nl.bfloat16, buffer=nl.sbuf)
+        acc = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, s, s, perf_mode=nisa.matmul_perf_mode.double_row)  # <- here
+        return a
+
+    raises_at(bf16_double_row, (x,), DtypeError, "double_row takes FP8 operands")
