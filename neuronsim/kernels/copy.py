@@ -107,7 +107,7 @@ def _widen(dst, x):
 
 
 def cat(out, *ins, dim):
-    """Each input copied into its slice of ``out`` along ``dim``."""
+    """Each input copied into its slice of ``out`` along ``dim`` (empty inputs are not operands)."""
     start = 0
     for x in ins:
         n = x.shape[dim]
@@ -115,13 +115,24 @@ def cat(out, *ins, dim):
         start += n
 
 
+def _legacy_empty(t) -> bool:
+    """A 1-D tensor of size 0, which ATen's cat skips whatever the other inputs' shapes."""
+    return t.dim() == 1 and t.numel() == 0
+
+
 @native("aten::cat.default")
 def plan_cat(call: Call) -> Launch | None:
     out = call.outputs[0]
-    if len(call.inputs) != len(call.arg(0, "tensors")) or any(t.dim() != out.dim() for t in call.inputs):
-        return None  # a CPU tensor or a legacy 1-D empty tensor in the list
+    if len(call.inputs) != len(call.arg(0, "tensors")):
+        return None  # a CPU tensor in the list
+    kept = [i for i, t in enumerate(call.inputs) if not _legacy_empty(t)]
+    if any(call.inputs[i].dim() != out.dim() for i in kept):
+        return None
     if any(t.dtype != out.dtype and not (t.dtype in FLOAT_DTYPES and out.dtype in FLOAT_DTYPES)
            for t in call.inputs) or not _on_device(out.dtype):
         return None
+    if not out.numel():
+        return Launch(cat, (OUT(0),), {"dim": 0})  # nothing to write (the runtime runs no Program)
     dim = call.arg(1, "dim", 0) % out.dim()
-    return Launch(cat, (OUT(0), *(IN(i) for i in range(len(call.inputs)))), {"dim": dim})
+    kept = [i for i in kept if call.inputs[i].shape[dim]]  # (empty along dim: nothing to copy)
+    return Launch(cat, (OUT(0), *(IN(i) for i in kept)), {"dim": dim})

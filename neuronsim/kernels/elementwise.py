@@ -43,7 +43,7 @@ from neuronsim.kernels.elementwise_chains import (
     clamp2,
     elu,
     fill,
-    gelu_backward,
+    gelu_backward, gelu_tanh_backward,
     hardsigmoid,
     hardswish,
     int_binary,
@@ -332,9 +332,10 @@ def plan_backward(call: Call) -> Launch | None:
         return None
     base = _base(call)
     if base == "gelu_backward":
-        if call.arg(2, "approximate", "none") != "none":
+        approximate = call.arg(2, "approximate", "none")
+        if approximate not in ("none", "tanh"):
             return None
-        return _launch(call, gelu_backward)
+        return _launch(call, gelu_backward if approximate == "none" else gelu_tanh_backward)
     if base == "threshold_backward":
         th = _scalar(call.arg(2, "threshold"))
         if th is None:

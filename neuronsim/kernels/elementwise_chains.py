@@ -150,6 +150,29 @@ def gelu_backward(dst, grad, x):  # grad * gelu'(x): ScalarE's gelu_dx, then one
     alu2(dst, d, grad, A.multiply)
 
 
+_GELU_BETA = 0.7978845608028654  # sqrt(2 / pi): ATen's kBeta = M_SQRT2 * M_2_SQRTPI * 0.5
+_GELU_KAPPA = 0.044715
+
+
+def gelu_tanh_backward(dst, grad, x):
+    """``grad * d/dx [x/2 (1 + tanh(b (x + k x^3)))]`` in ATen's terms: ``0.5 (1 + t)`` plus
+    ``0.5 x (1 - t^2) b (1 + 3 k x^2)``, with ``t`` the tanh (ScalarE) of ``b x (1 + k x^2)``."""
+    xsq, t, left, right = _tmp(x), _tmp(x), _tmp(x), _tmp(x)
+    alu2(xsq, x, x, A.multiply)
+    alu(t, xsq, A.multiply, _GELU_KAPPA, A.add, 1.0)
+    alu2(t, t, x, A.multiply)
+    act(t, t, ActFunc.tanh, scale=_GELU_BETA)
+    alu(left, t, A.add, 1.0, A.multiply, 0.5)
+    alu2(right, t, t, A.multiply)
+    alu(right, right, A.subtract, 1.0, reverse0=True)  # 1 - t^2
+    alu(t, xsq, A.multiply, 3.0 * _GELU_KAPPA * _GELU_BETA, A.add, _GELU_BETA)
+    alu2(right, right, t, A.multiply)
+    alu2(right, right, x, A.multiply)
+    alu(right, right, A.multiply, 0.5)
+    alu2(left, left, right, A.add)
+    alu2(dst, left, grad, A.multiply)
+
+
 def clamp2(dst, x, lo, hi):  # min(max(x, lo), hi) with tensor bounds (either may be absent)
     if lo is not None and hi is not None:
         t = _tmp(x)

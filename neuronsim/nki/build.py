@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from neuronsim.nki.buffer import Buffer
+from neuronsim.nki.control_flow import resolve_branches
 from neuronsim.nki.trace import Trace
 from neuronsim.sim.ir import ON_CHIP, AccessPattern, Instruction, Memory, Program, TensorDecl
 
@@ -48,7 +49,7 @@ def build_programs(trace: Trace, location: str | None) -> list[Program]:
     programs = []
     for phase, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=False)):
         name = trace.name if len(bounds) == 2 else f"{trace.name}.phase{phase}"
-        programs.append(_build(trace, trace.records[lo:hi], name, location))
+        programs.append(_build(trace, resolve_branches(trace.records[lo:hi]), name, location))
     return programs
 
 

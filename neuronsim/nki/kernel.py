@@ -21,6 +21,7 @@ from neuronsim.errors import InputError
 from neuronsim.nki import launch
 from neuronsim.nki.trace import active_trace, code_location, launch_rank
 from neuronsim.nki.traced import TracedKernel, is_array, trace_kernel
+from neuronsim.nki.types import host_mx_name
 from neuronsim.options import current as current_options
 from neuronsim.sim.chips import ChipSpec, get_chip
 
@@ -37,8 +38,8 @@ def register_launcher(launch) -> None:
 
 
 def _array_key(x):
-    if isinstance(x, np.ndarray):
-        return ("array", x.shape, str(x.dtype))
+    if isinstance(x, np.ndarray):  # an MX format in the dtype's metadata is part of the signature
+        return ("array", x.shape, str(x.dtype), host_mx_name(x.dtype))
     return ("array", tuple(x.shape), str(x.dtype))
 
 

@@ -391,10 +391,12 @@ class IndirectOffset:
     def make(cls, view: TensorView, scalar, vector, stride: int) -> IndirectOffset:
         offsets = vector if vector is not None else scalar
         kind = "vector_offset" if vector is not None else "scalar_offset"
+        if hasattr(offsets, "offset_word") and vector is None:  # a VirtualRegister: the DGE reads its value
+            offsets = offsets.offset_word()
         if not isinstance(offsets, TensorView):
             raise UnsupportedError(
-                f"{kind}={type(offsets).__name__}: only SBUF index tensors are simulated as offsets "
-                f"(VirtualRegister offsets are not)", location=caller_location())
+                f"{kind}={type(offsets).__name__}: offsets are SBUF index tensors (or a VirtualRegister "
+                f"scalar_offset)", location=caller_location())
         if offsets.buf.memory is not Memory.SBUF:
             raise ConstraintError(f"{kind} must be an SBUF tensor; got {offsets!r}",
                                   location=caller_location())

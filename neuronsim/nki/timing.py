@@ -17,6 +17,7 @@ It exists for kernels whose values are too costly to compute on a CPU (the fidel
 
 from __future__ import annotations
 
+from neuronsim.errors import UnsupportedError
 from neuronsim.nki import profile as _profile
 from neuronsim.nki.kernel import as_kernel
 from neuronsim.nki.traced import TracedKernel
@@ -43,6 +44,10 @@ def scheduled_runs(traced: TracedKernel) -> list[list[sim_api.RunResult]]:
         row = []
         for inst in traced.instances:
             prepared = sim_api.prepare(inst.programs[phase], traced.chip)
+            if prepared.timeline is None:
+                raise UnsupportedError(
+                    f"kernel '{traced.name}' loops on register values: its time depends on its data, so it "
+                    f"cannot be scheduled without running it (use nki.simulate)", location=inst.programs[phase].location)
             row.append(sim_api.RunResult({}, prepared.timeline, prepared))
         runs.append(row)
     return runs

@@ -114,6 +114,8 @@ class Trace:
         # A result whose instruction waits for its destination (the legacy API's ``t[...] = nisa.op(...)``):
         # a callable emitting it into its own tile, run before any other instruction is recorded.
         self.pending = None
+        self.registers = 0  # virtual registers allocated (isa/registers.py)
+        self.open_whiles: dict = {}  # `while reg:` loops whose body is being traced
 
     def unique_name(self, name: str) -> str:
         n = self.names.get(name)

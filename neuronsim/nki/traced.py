@@ -23,10 +23,11 @@ from neuronsim.errors import ConstraintError, DtypeError, InputError
 from neuronsim.nki import hbm
 from neuronsim.nki.allocate import allocate
 from neuronsim.nki.build import build_programs
+from neuronsim.nki.control_flow import extend_liveness
 from neuronsim.nki.language import NkiTensor
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import Trace, code_location, tracing
-from neuronsim.nki.types import DTYPES, to_sim_dtype
+from neuronsim.nki.types import DTYPES, host_mx_dtype, host_mx_name, to_sim_dtype
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.ir import Memory, Program
 
@@ -125,6 +126,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
                 b.kind = "inout"
         exchanges.append(trace.exchanges)
         privates.append(hbm.private(trace))
+        extend_liveness(trace)
         rotation = allocate(trace)
         programs = build_programs(trace, location)
         instances.append(
@@ -155,6 +157,8 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
             constants[b.name] = trace.constants[b.id]
         elif b.kind in ("output", "inout") and b.arg_index < 0 or (b.shared and b.kind == "scratch"):
             np_dtype = np.dtype(np.float32) if DTYPES[b.dtype] == "tfloat32" else b.dtype.numpy
+            if b.mx is not None:
+                np_dtype = host_mx_dtype(b.mx)
             shared[b.name] = (b.shape, np_dtype, b.kind)
         if b.id in trace.hbm_fill:
             fills[b.name] = trace.hbm_fill[b.id]
@@ -211,6 +215,7 @@ def _tracer(trace: Trace, name: str, value, arg_names: list, location=None):
                              f"32-bit and narrower dtypes (cast it first) ({exc.what})",
                              location=location) from None
         buf = trace.new_buffer(name, Memory.HBM, shape, dtype, None, kind="input")
+        buf.mx = host_mx_name(getattr(value, "dtype", None))  # MX words keep their format
         buf.arg_index = len(arg_names)
         arg_names.append(buf.name)
         return NkiTensor.whole(buf)

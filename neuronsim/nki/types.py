@@ -58,6 +58,19 @@ def mx_name(x) -> str | None:
     return name if name in MX_STORAGE else None
 
 
+def host_mx_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a host array of MX ``name`` words: the storage word, named in its metadata
+    (as AWS's ``neuron_dtypes`` x4 dtypes carry their format), so a kernel argument keeps its format."""
+    return np.dtype(MX_STORAGE[name].numpy, metadata={"nki_dtype": name})
+
+
+def host_mx_name(dtype) -> str | None:
+    """The MX format a host array's numpy dtype names (``host_mx_dtype``), or None."""
+    metadata = getattr(dtype, "metadata", None)
+    name = metadata.get("nki_dtype") if metadata else None
+    return name if name in MX_STORAGE else None
+
+
 def to_sim_dtype(x) -> DType:
     """The simulator DType for an NKI dtype name, numpy dtype/type, ml_dtypes type or DType."""
     if isinstance(x, NkiDtype):

@@ -3,13 +3,19 @@
 ``prepare`` places on-chip tensors, validates every instruction, encodes the Program for the
 Numba executor and schedules it (timing is data-independent). The result is cached per Program,
 chip and uninitialized-memory policy, so running a Program again costs only the execution.
+
+A Program with branches (dynamic loops on registers, ``engines/control.py``) runs a path that
+depends on the data: its schedule is made after the run, for the instructions in the order they
+ran, and cached per path (DESIGN decision 4). ``RunResult.prepared`` is then that path's: its
+``program`` lists the instructions as they ran, which its ``timeline`` indexes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,6 +24,7 @@ from neuronsim.sim import execute_numba, execute_reference
 from neuronsim.sim.chips import ChipSpec, get_chip
 from neuronsim.sim.encoding import encode_instruction, encode_rows
 from neuronsim.sim.engines import OPDEFS
+from neuronsim.sim.engines.control import register_count
 from neuronsim.sim.ir import Memory, Program
 from neuronsim.sim.memory.layout import Placement, place_tensors
 from neuronsim.sim.memory.reference import RefMemory
@@ -34,6 +41,8 @@ class Prepared:
     timeline: Timeline
     itab: np.ndarray
     ftab: np.ndarray
+    registers: int | None = None  # a Program with control instructions: its register count
+    paths: dict = field(default_factory=dict, compare=False)  # jumps taken -> that path's Prepared
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,7 @@ class RunResult:
     prepared: Prepared
 
 
+MAX_PATHS = 64  # schedules kept per Program with branches (one per distinct path)
 _prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
@@ -70,7 +80,12 @@ def prepare(program: Program, chip: str | ChipSpec | None = None, *, uninitializ
         rows.append(row)
         frows.append(frow)
     itab, ftab = encode_rows(rows, frows)
-    prepared = Prepared(program, spec, placement, schedule_program(program, spec, placement), itab, ftab)
+    if program.has_control:  # scheduled per path, after each run (a path with no jump: this one)
+        registers = register_count(program.instructions)
+        timeline = None
+    else:
+        registers, timeline = None, schedule_program(program, spec, placement)
+    prepared = Prepared(program, spec, placement, timeline, itab, ftab, registers)
     with _lock:
         per_program[key] = prepared
     return prepared
@@ -102,12 +117,51 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
                 buf, off = core.on_chip_base(t, prep.placement)
                 buffers.append(buf)
                 offsets.append(off)
-        execute_reference.execute(program, RefMemory(buffers, offsets, core.pitch))
+        jumps = execute_reference.execute(program, RefMemory(buffers, offsets, core.pitch))
+    elif prep.registers is not None:
+        bases = core.executor_bases(program, prep.placement, hbm, prep.registers)
+        stopped, taken = execute_numba.execute_branching(prep.itab, prep.ftab, bases)
+        if stopped >= 0:
+            ins = program.instructions[stopped]
+            if bases[-1] == execute_numba.STATUS_PATH_FULL:
+                raise execute_reference.endless_loop(ins)
+            raise OPDEFS[ins.opcode].runtime_error(ins)  # a value it cannot use (an index out of bounds)
+        jumps = [tuple(j) for j in taken.tolist()]
     else:
         bases = core.executor_bases(program, prep.placement, hbm)
         stopped = execute_numba.execute(prep.itab, prep.ftab, bases)
         if stopped >= 0:  # an instruction met a value it cannot use (an index out of bounds)
             ins = program.instructions[stopped]
             raise OPDEFS[ins.opcode].runtime_error(ins)
+    if prep.registers is not None:
+        prep = path_prepared(prep, jumps)
     outputs = {t.name: hbm[t.id] for t in program.hbm_tensors() if t.kind in ("output", "inout")}
     return RunResult(outputs, prep.timeline, prep)
+
+
+def path_order(n: int, jumps) -> np.ndarray:
+    """Indices of the instructions in the order they ran, from the jumps taken (branch, target)."""
+    pieces, pc = [], 0
+    for branch, target in jumps:
+        pieces.append(np.arange(pc, branch + 1))
+        pc = target
+    pieces.append(np.arange(pc, n))
+    return np.concatenate(pieces).astype(np.int64)
+
+
+def path_prepared(prep: Prepared, jumps) -> Prepared:
+    """The Prepared of one path of a Program with branches: its instructions as they ran, scheduled."""
+    key = tuple(tuple(int(v) for v in j) for j in jumps)
+    with _lock:
+        hit = prep.paths.get(key)
+    if hit is not None:
+        return hit
+    program = prep.program
+    order = path_order(len(program.instructions), key)
+    ran = Program(program.name, program.tensors, tuple(program.instructions[i] for i in order), program.location)
+    timeline = schedule_program(ran, prep.chip, prep.placement)
+    hit = dataclasses.replace(prep, program=ran, timeline=timeline, paths={})
+    with _lock:
+        if len(prep.paths) < MAX_PATHS:
+            prep.paths[key] = hit
+    return hit

@@ -32,6 +32,8 @@ from neuronsim.sim.ir import Opcode
 KERNEL_ARGS = (types.Array(types.int64, 1, "C"), types.Array(types.float64, 1, "C"),
                types.Array(types.int64, 1, "C"))
 
+STATUS_PATH_FULL = 2  # run_branching's path array is full (the caller grows it and resumes)
+
 # Entry address of each opcode's compiled kernel (0: not loaded in this process yet).
 ENTRIES = np.zeros(max(int(op) for op in Opcode) + 1, dtype=np.int64)
 _entries_lock = threading.Lock()
@@ -65,6 +67,38 @@ def run_encoded(itab, ftab, bases, entries, start):
         if bases[bases.shape[0] - 1] != 0:
             return i
     return -1
+
+
+@njit(cache=True)
+def run_branching(itab, ftab, bases, entries, start, path, n_taken):
+    """``run_encoded`` for a Program with branches (``engines/control.py``): ``bases`` ends with its
+    registers, the pending-jump slot and the status slot; each jump taken is recorded in ``path``
+    as (branch index, target). (next, jumps recorded): next is -1 when the Program ended, else the
+    instruction that stopped (no entry yet, a status set, or ``path`` full: status 2)."""
+    jump = bases.shape[0] - 2
+    status = bases.shape[0] - 1
+    n = itab.shape[0]
+    i = start
+    while i < n:
+        row = itab[i]
+        address = entries[row[0]]
+        if address == 0:
+            return i, n_taken
+        _call_kernel(address, row, ftab[i], bases)
+        if bases[status] != 0:
+            return i, n_taken
+        if bases[jump] == 0:
+            i += 1
+            continue
+        if n_taken == path.shape[0]:
+            bases[status] = STATUS_PATH_FULL
+            return i, n_taken
+        path[n_taken, 0] = i
+        path[n_taken, 1] = bases[jump] - 1
+        n_taken += 1
+        i = bases[jump] - 1
+        bases[jump] = 0
+    return -1, n_taken
 
 
 def kernel_for(op: Opcode):
@@ -103,3 +137,26 @@ def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> int:
             return start
         load_kernel(Opcode(int(itab[start, 0])))
     return -1
+
+
+def execute_branching(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> tuple[int, np.ndarray]:
+    """Run an encoded Program with branches; (-1 or the instruction whose status stopped it, the
+    jumps taken as rows (branch index, target))."""
+    from neuronsim.sim.execute_reference import MAX_JUMPS
+
+    path = np.zeros((64, 2), np.int64)
+    taken, start = 0, 0
+    while start < itab.shape[0]:
+        start, taken = run_branching(itab, ftab, bases, ENTRIES, start, path, taken)
+        if start < 0:
+            break
+        if bases[-1] == STATUS_PATH_FULL:
+            if taken >= MAX_JUMPS:
+                return start, path[:taken]
+            path = np.concatenate([path, np.zeros_like(path)])
+            bases[-1] = 0
+            continue  # resumes at the branch: its jump is still pending in bases[-2]
+        if bases[-1] != 0:
+            return start, path[:taken]
+        load_kernel(Opcode(int(itab[start, 0])))
+    return -1, path[:taken]

@@ -14,6 +14,7 @@ so the partition pair's step is ``F``; HBM tensors are flat row-major buffers.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,11 @@ class Opcode(enum.IntEnum):
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
     DMA_COPY_INDIRECT = 52  # dma_copy with a runtime offset (scalar_offset / vector_offset)
+    # Sequencer control: 32-bit registers and branches (sim/engines/control.py)
+    REGISTER_MOVE = 60
+    REGISTER_LOAD = 61
+    REGISTER_STORE = 62
+    BRANCH = 63
 
 
 # Which engines may issue each opcode; the first is the default (NKI's engine=unknown).
@@ -120,6 +126,10 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
     Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),
+    Opcode.REGISTER_MOVE: (Engine.SYNC,),
+    Opcode.REGISTER_LOAD: (Engine.SYNC,),
+    Opcode.REGISTER_STORE: (Engine.SYNC,),
+    Opcode.BRANCH: (Engine.SYNC,),
 }
 
 # Instructions whose result merges with the destination's old contents.
@@ -128,6 +138,9 @@ DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDI
 # Instructions whose addresses depend on values read at run time (an indirect side's bytes are
 # known only when it runs: the scheduler orders it against its whole tensor).
 INDIRECT_OPS = frozenset({Opcode.DMA_COPY_INDIRECT})
+# Sequencer control instructions (registers, branches): a Program with a BRANCH has a data-dependent
+# path, so its schedule is made per run (sim/api.py).
+CONTROL_OPS = frozenset({Opcode.REGISTER_MOVE, Opcode.REGISTER_LOAD, Opcode.REGISTER_STORE, Opcode.BRANCH})
 MATMUL_OPS = frozenset({Opcode.NC_MATMUL, Opcode.NC_MATMUL_MX})
 QUADRANT = 32  # partitions per VectorE reshape bank (S9): nc_stream_shuffle's mask length
 SHUFFLE_KEEP = 255  # an nc_stream_shuffle mask entry leaving its output partition unmodified (S16)
@@ -383,6 +396,11 @@ class Program:
     tensors: tuple[TensorDecl, ...]
     instructions: tuple[Instruction, ...]
     location: str | None = None
+
+    @functools.cached_property
+    def has_control(self) -> bool:
+        """Registers or branches: the executors keep a register file and follow jumps."""
+        return any(ins.opcode in CONTROL_OPS for ins in self.instructions)
 
     def hbm_tensors(self) -> tuple[TensorDecl, ...]:
         return tuple(t for t in self.tensors if t.memory is Memory.HBM)

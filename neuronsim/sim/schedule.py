@@ -159,6 +159,8 @@ class ScheduleInputs:
     acc: np.ndarray  # [n_acc, 7]: space, p0, p1, b0, b1, is_write, read by the step before
     clock_ghz: np.ndarray  # per compute track
     params: np.ndarray  # float64 timing parameters (_P_*)
+    # The last BRANCH before instruction i (-1: none): i waits for its decision. None: no branches.
+    after_branch: np.ndarray | None = None
 
 
 def _compute_step(ins, chip: ChipSpec, table_loaded: list) -> tuple[float, float, int, int, float, float]:
@@ -189,7 +191,12 @@ def schedule_inputs(program: Program, chip: ChipSpec, placement: Placement) -> S
     acc_ptr = np.zeros(n + 1, np.int64)
     acc: list[tuple[int, ...]] = []
     table_loaded: list = [None]  # ScalarE's activation-table set, in program order
+    after_branch = np.full(n, -1, np.int64)
+    branch = -1
     for i, ins in enumerate(program.instructions):
+        after_branch[i] = branch
+        if ins.opcode is Opcode.BRANCH:
+            branch = i
         if ins.engine is Engine.DMA:
             track[i] = DMA_TRACK0 + ins.queue
             sbuf_side = ins.dst if ins.dst.memory is not Memory.HBM else ins.srcs[0]
@@ -213,14 +220,15 @@ def schedule_inputs(program: Program, chip: ChipSpec, placement: Placement) -> S
             acc.append((*_region(ap, placement, chip), int(is_write), int(ap is stationary)))
         acc_ptr[i + 1] = len(acc)
     clock = np.zeros(N_COMPUTE_TRACKS, np.float64)
-    for e in COMPUTE_ENGINES:
+    for e in (*COMPUTE_ENGINES, Engine.SYNC):
         clock[int(e)] = chip.clock_hz(e.clock_name) / 1e9
     acc_arr = np.array(acc, dtype=np.int64).reshape(len(acc), 7)
     params = np.array([chip.tensor_throttle_start_fraction, chip.tensor_throttle_ramp_ns,
                        chip.tensor_throttle_window_ns, chip.tensor_throttle_utilization_threshold,
                        chip.dma_queue_issue_interval_ns, chip.dma_engines], np.float64)
     return ScheduleInputs(track, cycles, pieces, latency_ns, pre_kind, pre_track, pre_ns, pre_latency_ns,
-                          dma_first, dma_count, kick_ns, stagger_ns, acc_ptr, acc_arr, clock, params)
+                          dma_first, dma_count, kick_ns, stagger_ns, acc_ptr, acc_arr, clock, params,
+                          after_branch)
 
 
 def run_schedule(inp: ScheduleInputs, n_tracks: int, n_spaces: int):
@@ -228,6 +236,7 @@ def run_schedule(inp: ScheduleInputs, n_tracks: int, n_spaces: int):
     return schedule_arrays(inp.track, inp.cycles, inp.piece_ns, inp.latency_ns, inp.pre_kind,
                            inp.pre_track, inp.pre_ns, inp.pre_latency_ns, inp.dma_first, inp.dma_count,
                            inp.kick_ns, inp.stagger_ns, inp.acc_ptr, inp.acc, inp.clock_ghz, inp.params,
+                           np.full(inp.track.size, -1, np.int64) if inp.after_branch is None else inp.after_branch,
                            n_tracks, n_spaces)
 
 
@@ -260,8 +269,8 @@ def union_length(start_ns: np.ndarray, end_ns: np.ndarray) -> float:
 
 @njit(cache=True)
 def schedule_arrays(track, cycles, piece_ns, latency_ns, pre_kind, pre_track, pre_ns, pre_latency_ns,
-                    dma_first, dma_count, kick_ns, stagger_ns, acc_ptr, acc, clock_ghz, params, n_tracks,
-                    n_spaces):
+                    dma_first, dma_count, kick_ns, stagger_ns, acc_ptr, acc, clock_ghz, params, after_branch,
+                    n_tracks, n_spaces):
     n = track.size
     start = np.zeros(n, np.float64)
     end = np.zeros(n, np.float64)
@@ -298,6 +307,9 @@ def schedule_arrays(track, cycles, piece_ns, latency_ns, pre_kind, pre_track, pr
     for i in range(n):
         tr = track[i]
         ready_all, ready_pre = _dependencies(acc, acc_ptr, i, tr, head, rec_next, rec_end, rec_track)
+        if after_branch[i] >= 0:  # control dependency: the branch has decided this instruction runs
+            ready_all = max(ready_all, done[after_branch[i]])
+            ready_pre = max(ready_pre, done[after_branch[i]])
         if dma_first[i] >= 0:
             t = ready_all
             if pre_kind[i] == PRE_ON_TRACK:  # the trigger runs on its engine's stream

@@ -22,6 +22,7 @@ from neuronsim.sim.ir import (
     Engine,
     Instruction,
     Memory,
+    Opcode,
     Program,
 )
 from neuronsim.sim.memory.layout import Placement
@@ -34,6 +35,7 @@ ENGINE_READS = {
     Engine.SCALAR: {Memory.SBUF, Memory.PSUM},
     Engine.GPSIMD: {Memory.SBUF},
     Engine.DMA: {Memory.HBM, Memory.SBUF},
+    Engine.SYNC: {Memory.HBM, Memory.SBUF},  # a sequencer's register load / store (S16 register_load)
 }
 ENGINE_WRITES = {
     Engine.TENSOR: {Memory.PSUM},
@@ -41,6 +43,7 @@ ENGINE_WRITES = {
     Engine.SCALAR: {Memory.SBUF, Memory.PSUM},
     Engine.GPSIMD: {Memory.SBUF},
     Engine.DMA: {Memory.HBM, Memory.SBUF},
+    Engine.SYNC: {Memory.HBM, Memory.SBUF},
 }
 
 
@@ -52,6 +55,9 @@ def validate_program(program: Program, chip: ChipSpec, placement: Placement) -> 
                                   f"program '{program.name}'", location=t.location)
     for ins in program.instructions:
         validate_instruction(ins, chip, placement, ids)
+        if ins.opcode is Opcode.BRANCH and ins.imm["target"] > len(program.instructions):
+            raise fail(ins, f"branches to instruction {ins.imm['target']}; program '{program.name}' has "
+                       f"{len(program.instructions)}")
 
 
 def validate_instruction(ins: Instruction, chip: ChipSpec, placement: Placement, tensor_ids: set[int]) -> None:
@@ -66,7 +72,7 @@ def validate_instruction(ins: Instruction, chip: ChipSpec, placement: Placement,
             raise fail(ins, f"uses {ap.tensor.describe()}, which is not a tensor of this program")
         _check_engine_access(ins, ap, is_write)
         _check_bounds(ins, ap, chip)
-        if ins.engine is not Engine.DMA:
+        if ins.engine not in (Engine.DMA, Engine.SYNC):  # the sequencer reads one word, not lanes
             _check_start_partition(ins, ap, placement)
     if ins.engine is Engine.DMA and not 0 <= ins.queue < chip.dma_queues_per_engine:
         raise fail(ins, f"DMA queue {ins.queue} does not exist; queues are 0..{chip.dma_queues_per_engine - 1}")

@@ -57,11 +57,8 @@ def test_example_matches_cpu_and_runs_natively(name):
     share, fallbacks = native_share(lambda: got.extend(main([*SMALL[name], "--device", "neuron", "--quiet"])))
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=2e-3, atol=1e-5)
     assert all(math.isfinite(v) for v in torch.tensor(got).flatten().tolist())
-    # BatchNorm's ``num_batches_tracked += 1`` (an int64 add_) is the one op allowed on the host: the
-    # int64 kernels under the 64-bit policy are another helper's (issue 20); with it on the host these
-    # tiny runs spend ~6% of their device time on its round trips.
-    assert set(fallbacks) <= {"aten::add_.Tensor"}, fallbacks
-    assert share >= (0.95 if not fallbacks else 0.9), (share, fallbacks)
+    assert not fallbacks, fallbacks  # BatchNorm's int64 ``num_batches_tracked += 1`` included
+    assert share >= 0.95, share
 
 
 @pytest.mark.slow  # ~5 s

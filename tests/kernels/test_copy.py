@@ -6,7 +6,7 @@ import pytest
 import torch
 from kernel_checks import assert_matches_cpu
 
-from neuronsim.device import native
+from neuronsim.device import clock, native
 
 
 def test_contiguous_of_transposes_and_permutes():
@@ -67,7 +67,24 @@ def test_cat_promotes_floats_and_skips_nothing_silently():
     a, b = torch.randn(2, 3), torch.randn(4, 3).bfloat16()
     assert_matches_cpu(torch.cat([a.to("neuron"), b.to("neuron")]), torch.cat([a, b]))
     assert "aten::cat" in torch.neuron.get_executed_ops()
-    legacy = torch.cat([a.to("neuron"), torch.empty(0).to("neuron")])  # a legacy empty input: host
-    assert_matches_cpu(legacy, torch.cat([a, torch.empty(0)]))
     with pytest.raises(RuntimeError, match="Sizes of tensors must match"):
         torch.cat([a.to("neuron"), torch.randn(2, 4).to("neuron")])
+
+
+def test_empty_inputs_and_outputs_run_natively():
+    """A KV cache starts as ``torch.tensor([])`` (zeroed, then concatenated with the first keys):
+    cat skips the legacy 1-D empty tensor and inputs empty along ``dim``, as ATen does, and an op
+    whose outputs are all empty computes nothing and charges nothing."""
+    keys = torch.randn(2, 2, 5, 8)[..., ::2]  # a strided view, as the cache's keys are
+    cache = torch.empty(0)
+    d_cache = cache.to("neuron").zero_()
+    assert_matches_cpu(torch.cat([d_cache, keys.to("neuron")], dim=-2), torch.cat([cache, keys], dim=-2))
+    none = keys[:, :, :0]
+    assert_matches_cpu(torch.cat([none.to("neuron"), keys.to("neuron"), keys.to("neuron")], dim=2),
+                       torch.cat([none, keys, keys], dim=2))
+    before = sum(len(c.events()) for c in clock.all_clocks().values())
+    empty = torch.cat([d_cache, d_cache]).exp()
+    assert empty.shape == (0,) and empty.device.type == "neuron"
+    assert sum(len(c.events()) for c in clock.all_clocks().values()) == before
+    assert torch.neuron.get_fallback_ops() == []
+    assert {"aten::cat", "aten::zero_", "aten::exp"} <= set(torch.neuron.get_executed_ops())

@@ -131,7 +131,11 @@ def test_unary_breadth(name, dtype):
     torch.neuron.clear_op_tracking()
     got = fn(x.to("neuron"))
     assert any(op.startswith(aten) for op in torch.neuron.get_executed_ops()), torch.neuron.get_fallback_ops()
-    assert_matches_cpu(got, expected, **tolerance(dtype), equal_nan=True)
+    tol = tolerance(dtype)
+    if name == "gelu_tanh_backward" and dtype == torch.float32:
+        # 1 - tanh^2 near tanh = +-1 turns ScalarE's last-ulp difference from std::tanh into ~1e-6
+        tol["atol"] = 1e-5  # (PyTorch's own fp32 tolerance for gradients)
+    assert_matches_cpu(got, expected, **tol, equal_nan=True)
 
 
 BINARY = {
@@ -147,6 +151,7 @@ BINARY = {
     "tanh_backward": (lambda g, y: ATEN.tanh_backward(g, torch.tanh(y)), "aten::tanh_backward"),
     "silu_backward": (ATEN.silu_backward, "aten::silu_backward"),
     "gelu_backward": (ATEN.gelu_backward, "aten::gelu_backward"),
+    "gelu_tanh_backward": (lambda g, x: ATEN.gelu_backward(g, x, approximate="tanh"), "aten::gelu_backward"),
     "threshold_backward": (lambda g, x: ATEN.threshold_backward(g, x, 0.0), "aten::threshold_backward"),
     "leaky_relu_backward": (lambda g, x: ATEN.leaky_relu_backward(g, x, 0.2, False), "aten::leaky_relu_backward"),
     "hardtanh_backward": (lambda g, x: ATEN.hardtanh_backward(g, x.round(), -1.0, 2.0), "aten::hardtanh_backward"),
@@ -163,7 +168,11 @@ def test_binary_breadth(name, dtype):
     torch.neuron.clear_op_tracking()
     got = fn(a.to("neuron"), b.to("neuron"))
     assert any(op.startswith(aten) for op in torch.neuron.get_executed_ops()), torch.neuron.get_fallback_ops()
-    assert_matches_cpu(got, expected, **tolerance(dtype), equal_nan=True)
+    tol = tolerance(dtype)
+    if name == "gelu_tanh_backward" and dtype == torch.float32:
+        # 1 - tanh^2 near tanh = +-1 turns ScalarE's last-ulp difference from std::tanh into ~1e-6
+        tol["atol"] = 1e-5  # (PyTorch's own fp32 tolerance for gradients)
+    assert_matches_cpu(got, expected, **tol, equal_nan=True)
 
 
 INT32 = {
@@ -200,14 +209,8 @@ def test_int32_exact(name):
 def test_uncovered_signatures_fall_back():
     x = torch.randn(8, 8).to("neuron")
     torch.neuron.clear_op_tracking()
-    torch.div(x, x, rounding_mode="floor")
     F.softplus(x, threshold=1.0)  # ATen's threshold changes the result: not one activation
-    torch.ops.aten.gelu_backward(x, x, approximate="tanh")
-    assert set(torch.neuron.get_fallback_ops()) >= {
-        "aten::div.Tensor_mode",
-        "aten::softplus",
-        "aten::gelu_backward",
-    }
+    assert set(torch.neuron.get_fallback_ops()) >= {"aten::softplus"}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -32,7 +32,8 @@ from neuronsim.sim import ActFunc, AluOp, Engine, Instruction, Memory, Opcode, P
 from neuronsim.sim.chips import get_chip
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.engines import OPDEFS
-from neuronsim.sim.ir import BITVEC_ALU_OPS, OPCODE_ENGINES, REDUCE_ALU_OPS, AccessPattern
+from neuronsim.sim.engines.control import BRANCH_CMPS
+from neuronsim.sim.ir import BITVEC_ALU_OPS, CONTROL_OPS, OPCODE_ENGINES, REDUCE_ALU_OPS, AccessPattern
 from neuronsim.sim.memory.layout import place_tensors
 from neuronsim.sim.memory.state import core_memory
 from neuronsim.sim.validate import validate_instruction
@@ -587,6 +588,49 @@ def gen_dma_copy_indirect(g: Gen) -> None:
            oob_skip=True)
 
 
+def _control(g: Gen, opcode: Opcode, srcs=(), dst=None, **imm) -> int | None:
+    """Emit a control instruction (no destination but a store's); its index, None if skipped."""
+    if any(x is None for x in srcs) or (opcode is Opcode.REGISTER_STORE and dst is None):
+        return None
+    ins = Instruction(opcode, Engine.SYNC, dst, tuple(srcs), imm, location=f"fuzz:{len(g.instructions)}")
+    try:
+        validate_instruction(ins, g.chip, g.placement, g.ids)
+    except NeuronSimError as err:
+        g.rejected.append((opcode, str(err)))
+        return None
+    g.instructions.append(ins)
+    return len(g.instructions) - 1
+
+
+def _retarget(g: Gen, at: int) -> None:
+    """Point the branch at ``at`` to the next instruction to be emitted."""
+    ins = g.instructions[at]
+    g.instructions[at] = Instruction(ins.opcode, ins.engine, None, (), {**ins.imm, "target": len(g.instructions)},
+                                     location=ins.location)
+
+
+def gen_control(g: Gen) -> None:
+    """Registers and branches: a load from random integer data and a store, a forward branch on the
+    loaded value around one random instruction, and a counted loop (0..3 trips) around another."""
+    body = [op for op in FUZZED if op not in CONTROL_OPS]
+    reg = g.r.randrange(4)
+    _control(g, Opcode.REGISTER_LOAD, [g.operand([SBUF, HBM], 1, [1], dtypes=INT_DTYPES)], dst_reg=reg)
+    if g.chance(0.5):
+        _control(g, Opcode.REGISTER_STORE, (), g.operand([SBUF, HBM], 1, [1], write=True,
+                                                         dtypes={DType.int32, DType.uint32}),
+                 src_reg=g.r.randrange(4))
+    skip = _control(g, Opcode.BRANCH, reg=reg, cmp=g.choice(BRANCH_CMPS[1:]), value=g.r.randint(-5, 5), target=0)
+    GENERATORS[g.choice(body)](g)
+    _retarget(g, skip)
+    counter = 4 + g.r.randrange(2)
+    _control(g, Opcode.REGISTER_MOVE, dst_reg=counter, src_reg=-1, value=g.r.randint(-1, 1))
+    top = _control(g, Opcode.BRANCH, reg=counter, cmp="greater_equal", value=g.r.randint(0, 2), target=0)
+    GENERATORS[g.choice(body)](g)
+    _control(g, Opcode.REGISTER_MOVE, dst_reg=counter, src_reg=counter, value=1)
+    _control(g, Opcode.BRANCH, cmp="always", target=top)
+    _retarget(g, top)
+
+
 GENERATORS = {
     Opcode.DMA_COPY: gen_dma_copy,
     Opcode.DMA_COPY_INDIRECT: gen_dma_copy_indirect,
@@ -616,10 +660,14 @@ GENERATORS = {
     Opcode.AFFINE_SELECT: gen_affine_select,
     Opcode.TENSOR_PARTITION_REDUCE: gen_partition_reduce,
     Opcode.NC_N_GATHER: gen_n_gather,
+    Opcode.BRANCH: gen_control,
 }
 NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz
     Opcode.QUANTIZE_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
     Opcode.NC_MATMUL_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
+    Opcode.REGISTER_MOVE: "fuzzed by BRANCH's generator (gen_control)",
+    Opcode.REGISTER_LOAD: "fuzzed by BRANCH's generator (gen_control)",
+    Opcode.REGISTER_STORE: "fuzzed by BRANCH's generator (gen_control)",
 }
 FUZZED = sorted(op for op in OPDEFS if op in GENERATORS)
 
@@ -661,7 +709,8 @@ def describe(program: Program) -> str:
     for i, ins in enumerate(program.instructions):
         srcs = ", ".join(s.describe() for s in ins.srcs)
         extra = f" dst2={ins.dst2.describe()}" if ins.dst2 is not None else ""
-        lines.append(f"  {i}: {ins.opcode.name} on {ins.engine.name} dst={ins.dst.describe()}{extra} "
+        dst = ins.dst.describe() if ins.dst is not None else None
+        lines.append(f"  {i}: {ins.opcode.name} on {ins.engine.name} dst={dst}{extra} "
                      f"srcs=[{srcs}] imm={ins.imm}")
     return "\n".join(lines)
 

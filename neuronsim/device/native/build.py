@@ -16,6 +16,7 @@ from neuronsim.device.native.entry import (
     DECLINED,
     Entry,
     InputPosition,
+    NoWorkEntry,
     gather_inputs,
     runtime_scalars,
 )
@@ -74,6 +75,13 @@ def build_entry(native_op, args: tuple, kwargs: dict):
             return DECLINED
     runtime = tuple(runtime_scalars(native_op.runtime, args, kwargs).tolist()) if native_op.runtime else ()
     call = Call(native_op.op, args, kwargs, inputs, outputs, tuple(p for p, _, _ in positions), runtime)
+    if _has_empty(call) and call.outputs and all(o.numel() == 0 for o in call.outputs):
+        # Nothing to write (``zero_`` of an empty cache, ``cat`` of empty tensors): no Program, as
+        # a device kernel returns at once on an empty tensor; the planner only vouches for the op.
+        if (plan.kind is WrapperKind.OUT or not complete or _planner_declines(native_op, call)):
+            return DECLINED
+        specs = tuple((tuple(o.shape), tuple(o.stride()), o.dtype) for o in call.outputs)
+        return NoWorkEntry(positions, specs, written, bool(plan.returns), _returns_list(native_op.op))
     launch = _plan_with_empty(native_op, call) if _has_empty(call) else native_op.planner(call)
     if launch is None or (not complete and launch.result is None):
         return DECLINED
@@ -86,6 +94,17 @@ def build_entry(native_op, args: tuple, kwargs: dict):
 
 def _has_empty(call: Call) -> bool:
     return any(t.numel() == 0 for t in (*call.inputs, *call.outputs))
+
+
+def _returns_list(op) -> bool:
+    return len(op._schema.returns) == 1 and str(op._schema.returns[0].type) == "List[Tensor]"
+
+
+def _planner_declines(native_op, call: Call) -> bool:
+    try:
+        return native_op.planner(call) is None
+    except Exception:  # a planner written for non-empty tensors
+        return True
 
 
 def _plan_with_empty(native_op, call: Call) -> Launch | None:
@@ -218,7 +237,7 @@ def _entry(native_op, call: Call, positions, written: int, launch: Launch,
     nbytes = sum(lay.nbytes for lay, r in zip(layouts, distinct, strict=True) if r.role != "rt")
     flops = launch.flops or traced.matmul_flops
     output_specs = tuple((tuple(o.shape), tuple(o.stride()), o.dtype) for o in call.outputs)
-    returns_list = len(op._schema.returns) == 1 and str(op._schema.returns[0].type) == "List[Tensor]"
+    returns_list = _returns_list(op)
     return Entry(op, plan, plan.name, positions, output_specs, tuple(distinct), traced.traced, prepared,
                  traced.hbm_slots, traced.fixed_arrays, flops, busy, nbytes, written, native_op.runtime,
                  returns_list, admit=launch.admit, disjoint_writes=launch.disjoint_writes,

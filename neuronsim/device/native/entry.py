@@ -213,6 +213,27 @@ class Entry:
 
 
 
+@dataclass
+class NoWorkEntry:
+    """A signature whose outputs are all empty: nothing to compute, nothing charged (a device
+    kernel returns at once on an empty tensor). Fresh outputs are allocated; in-place ops return
+    ``self``."""
+
+    input_positions: tuple[InputPosition, ...]
+    output_specs: tuple[tuple[tuple, tuple, torch.dtype], ...]
+    written: int
+    returns_value: bool
+    returns_list: bool
+
+    def run(self, args: tuple, kwargs: dict, opts=None):
+        if self.written:
+            return args[0] if self.returns_value else None
+        index = gather_inputs(self.input_positions[:1], args, kwargs)[0].get_device()
+        outputs = [memory.empty_strided(size, stride, dtype, index, 0) for size, stride, dtype in self.output_specs]
+        if self.returns_list:
+            return outputs
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
 
 def _gatherer(positions: tuple[InputPosition, ...]):
     """``gather_inputs`` for one entry's positions. A signature fixes how many arguments come

@@ -58,18 +58,10 @@ class _Unavailable:
 
 
 def _neuron_dtypes() -> types.ModuleType:
-    """``neuron_dtypes`` (AWS's dtype helpers used by the torch references): casts round to nearest
-    even through ml_dtypes, as numpy casts do."""
-    import ml_dtypes
+    """``neuron_dtypes`` (AWS's dtype helpers used by the torch references): ``neuron_dtypes.py``."""
+    from neuronsim.nki.compat import neuron_dtypes
 
-    def static_cast(a, dtype):
-        return np.asarray(a).astype(np.dtype(getattr(ml_dtypes, str(dtype), None) or dtype))
-
-    def is_float_type(dtype):
-        return np.issubdtype(np.dtype(dtype), np.floating) or "float" in str(dtype)
-
-    return _stand_in("neuron_dtypes", static_cast=static_cast, is_float_type=is_float_type,
-                     bfloat=ml_dtypes.bfloat16, bfloat16=ml_dtypes.bfloat16)
+    return neuron_dtypes.module(_stand_in)
 
 
 def _install_stand_ins() -> None:

@@ -29,13 +29,19 @@ from neuronsim.nki.isa.enums import (
 from neuronsim.nki.isa.gpsimd import affine_select, iota, nc_n_gather, tensor_partition_reduce
 from neuronsim.nki.isa.misc import (
     NkiInstruction,
-    VirtualRegister,
     core_barrier,
     get_nc_sub_version,
     get_nc_version,
     sendrecv,
 )
 from neuronsim.nki.isa.mx import nc_matmul_mx, quantize_mx
+from neuronsim.nki.isa.registers import (
+    VirtualRegister,
+    register_alloc,
+    register_load,
+    register_move,
+    register_store,
+)
 from neuronsim.nki.isa.scalar import activation, activation_reduce
 from neuronsim.nki.isa.tensor import nc_matmul, nc_transpose
 from neuronsim.nki.isa.vector import (
@@ -102,6 +108,10 @@ __all__ = [
     "scalar_engine",
     "scalar_tensor_tensor",
     "select_reduce",
+    "register_alloc",
+    "register_load",
+    "register_move",
+    "register_store",
     "sendrecv",
     "set_rng_seed",
     "tensor_copy",

@@ -14,6 +14,7 @@ from neuronsim.nki.isa.enums import (
     engine,
     nc_version,
 )
+from neuronsim.nki.isa.registers import VirtualRegister, check_no_open_loops  # noqa: F401 (collectives)
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.sim.ir import Engine, Memory, Opcode
@@ -22,6 +23,7 @@ from neuronsim.sim.ir import Engine, Memory, Opcode
 def core_barrier(data, cores, engine=engine.gpsimd, name=None):
     """Synchronize the cores of an LNC=2 launch: every core finishes what came before before any goes on."""
     trace = current_trace()
+    check_no_open_loops(trace, "core_barrier")
     if tuple(cores) != (0, 1):
         raise _fail("core_barrier", f"cores={cores}; only (0, 1) is supported")
     trace.barriers.append(len(trace.records))
@@ -40,6 +42,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
     fn = "sendrecv"
     src, dst = _tile(src, "src", fn), _tile(dst, "dst", fn)
     trace = current_trace()
+    check_no_open_loops(trace, fn)
     ranks = trace.grid[0] if trace.grid else 1
     for role, v in (("src", src), ("dst", dst)):
         if v.buf.memory is not Memory.SBUF:
@@ -94,20 +97,6 @@ class NkiInstruction:
                                location=caller_location())
 
 
-class VirtualRegister:
-    """A virtual register on an engine (``nisa.register_alloc``). As under NKI's tracer frontend, its
-    value is unknown while the kernel is built: Python control flow on it is a TypeError."""
-
-    def __init__(self, state=None, frozen=False):
-        self.state, self.frozen = state, frozen
-
-    def __bool__(self):
-        raise TypeError("a VirtualRegister's value is not known while the kernel is traced; use "
-                        "nl.fori_loop / while_loop for loops on registers")
-
-    __int__ = __index__ = __bool__
-
-
 def _unsupported(fn: str):
     def call(*args, **kwargs):
         raise UnsupportedError(
@@ -132,10 +121,6 @@ NOT_SIMULATED = (
     "exponential",
     "sequence_bounds",
     "dma_compute",
-    "register_alloc",
-    "register_move",
-    "register_load",
-    "register_store",
     "nonzero_with_count",
     "topk",
 )

@@ -52,6 +52,7 @@ class ChipSpec:
     vector_engine_clock_hz: float
     scalar_engine_clock_hz: float
     gpsimd_engine_clock_hz: float
+    sync_engine_clock_hz: float
     pe_array_rows: int
     pe_array_cols: int
 
@@ -72,6 +73,9 @@ class ChipSpec:
     vector_engine_pipeline_latency_cycles: int
     gpsimd_engine_pipeline_latency_cycles: int
     scalar_engine_pipeline_latency_cycles: int
+    sync_engine_pipeline_latency_cycles: int
+    sequencer_instruction_cycles: int
+    register_load_cycles: int
     act_table_load_ns: float
     act_read_accumulator_cycles: int
     gpsimd_start_cycles: int

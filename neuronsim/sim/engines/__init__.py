@@ -1,6 +1,7 @@
 """The engines. Each module owns its instructions: checks, semantics and cost side by side."""
 
 from neuronsim.sim.engines import (
+    control,
     dma,
     dma_indirect,
     gpsimd,
@@ -22,7 +23,7 @@ from neuronsim.sim.engines.common import OpDef
 
 ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
                   vector_top_k, vector_shuffle, vector_range_select, vector_rng, scalar, gpsimd,
-                  gpsimd_gather, dma, dma_indirect, mx)
+                  gpsimd_gather, dma, dma_indirect, mx, control)
 
 
 def _collect() -> dict:

@@ -19,6 +19,8 @@ class RefMemory:
         self.buffers = buffers  # flat uint8 views: HBM arrays, or the whole SBUF / PSUM
         self.base_offsets = base_offsets
         self.pitch_of_memory = pitch_of_memory
+        self.registers: list[int] = []  # the sequencers' 32-bit registers (engines/control.py)
+        self.jump: int | None = None  # a branch taken by the last instruction: its target
 
     def byte_addresses(self, ap: AccessPattern) -> np.ndarray:
         """Byte offsets [P, N] of every element of ``ap`` in its tensor's buffer."""

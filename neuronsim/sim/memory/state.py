@@ -83,10 +83,13 @@ class CoreMemory:
         return buf.ctypes.data + offset
 
     def executor_bases(self, program: Program, placement: Placement,
-                       hbm: dict[int, np.ndarray]) -> np.ndarray:
+                       hbm: dict[int, np.ndarray], registers: int | None = None) -> np.ndarray:
         """The Numba executor's base address of every tensor of ``program``: on-chip tensors from the
-        placement, HBM tensors from ``hbm`` (by tensor id; 0 for any the caller fills in per call)."""
-        bases = np.zeros(len(program.tensors) + 1, dtype=np.int64)  # + the executor's status slot
+        placement, HBM tensors from ``hbm`` (by tensor id; 0 for any the caller fills in per call).
+        With ``registers`` (a Program with control instructions), the registers and the pending-jump
+        slot follow, zeroed (``engines/control.py``)."""
+        extra = 0 if registers is None else registers + 1
+        bases = np.zeros(len(program.tensors) + extra + 1, dtype=np.int64)  # + the executor's status slot
         for t in program.tensors:
             if t.memory is not Memory.HBM:
                 bases[t.id] = self.on_chip_address(t, placement)
