@@ -76,8 +76,9 @@ def test_nc_stream_shuffle_misuse_names_the_line():
 
 # ---------------------------------------------------------------- dma_transpose of 4-d views
 
-def test_dma_transpose_of_a_4d_view_with_unit_middle_dims():
-    """attention_tkg transposes [s, 1, 1, d] views by (3, 1, 2, 0): the 2-D transpose [s, d] -> [d, s]."""
+def test_dma_transpose_of_3d_and_4d_views():
+    """attention_tkg transposes [s, 1, 1, d] views by (3, 1, 2, 0): the 2-D transpose [s, d] -> [d, s];
+    (2, 1, 0) and (3, 1, 2, 0) keep the middle dims, so a [s, m, d] src is m 2-D transposes."""
     x = RNG.standard_normal((2, 64, 32)).astype(np.float32).astype(np.float16)
 
     @nki.jit
@@ -90,13 +91,25 @@ def test_dma_transpose_of_a_4d_view_with_unit_middle_dims():
 
     assert np.array_equal(nki.simulate(k)(x), x[1].T)
 
+    y = RNG.standard_normal((64, 3, 32)).astype(np.float16)
+
     @nki.jit
     def middle(a):
-        t = nl.ndarray((32, 2, 64), dtype=a.dtype, buffer=nl.sbuf)
-        nisa.dma_transpose(t, a.ap([[32, 64], [2048, 2], [1, 32]]))  # <- here
+        out = nl.ndarray((32, 3, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((32, 3, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(t, a, axes=(2, 1, 0))  # attention_cte: one 2-D transpose per middle index
+        nl.store(out, t)
+        return out
+
+    assert np.array_equal(nki.simulate(middle)(y), y.transpose(2, 1, 0))
+
+    @nki.jit
+    def wrong_axes(a):
+        t = nl.ndarray((32, 3, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(t, a, axes=(1, 0, 2))  # <- here
         return a
 
-    raises_at(middle, (x,), UnsupportedError, "middle dims other than 1")
+    raises_at(wrong_axes, (y,), UnsupportedError, r"axes=\(1, 0, 2\)")
 
 
 # ---------------------------------------------------------------- nc_match_replace8
