@@ -87,6 +87,7 @@ class Opcode(enum.IntEnum):
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
     DMA_COPY_INDIRECT = 52  # dma_copy with a runtime offset (scalar_offset / vector_offset)
+    DMA_COMPUTE = 53  # dst = sum of up to 4 sources, in fp32 inside the DMA engine
     # Sequencer control: 32-bit registers and branches (sim/engines/control.py)
     REGISTER_MOVE = 60
     REGISTER_LOAD = 61
@@ -126,6 +127,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
     Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),
+    Opcode.DMA_COMPUTE: (Engine.DMA,),
     Opcode.REGISTER_MOVE: (Engine.SYNC,),
     Opcode.REGISTER_LOAD: (Engine.SYNC,),
     Opcode.REGISTER_STORE: (Engine.SYNC,),
@@ -134,7 +136,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
 
 # Instructions whose result merges with the destination's old contents.
 READS_DST = frozenset({Opcode.TENSOR_COPY_PREDICATED})
-DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDIRECT})
+DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDIRECT, Opcode.DMA_COMPUTE})
 # Instructions whose addresses depend on values read at run time (an indirect side's bytes are
 # known only when it runs: the scheduler orders it against its whole tensor).
 INDIRECT_OPS = frozenset({Opcode.DMA_COPY_INDIRECT})

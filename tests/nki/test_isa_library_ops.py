@@ -296,3 +296,39 @@ def test_fp8_double_row_misuse_names_the_line():
         return a
 
     raises_at(bf16_double_row, (x,), DtypeError, "double_row takes FP8 operands")
+
+
+# ---------------------------------------------------------------- dma_compute
+
+def test_dma_compute_fuses_a_residual_add_into_the_load():
+    """qkv_cte: input + mlp_prev + attention_prev rows from HBM summed by the DMA into SBUF; 6 sources
+    chain through dst."""
+    xs = [RNG.standard_normal((96, 200)).astype(np.float32) for _ in range(6)]
+
+    @nki.jit
+    def k(a, b, c, d, e, f):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_compute(dst=t, srcs=[a.ap(pattern=[[200, 96], [1, 200]], offset=0), b, c], reduce_op=nl.add)
+        u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_compute(dst=u, srcs=[t, a, b, c, d, e, f], reduce_op=nl.add, scales=[1.0] * 7)
+        nl.store(out, u)
+        return out
+
+    three = (xs[0] + xs[1]) + xs[2]
+    want = three
+    for x in xs:
+        want = want + x
+    np.testing.assert_array_equal(nki.simulate(k)(*xs), want)
+
+
+def test_dma_compute_misuse_names_the_line():
+    x = np.zeros((8, 8), np.float32)
+
+    @nki.jit
+    def scaled(a):
+        t = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_compute(dst=t, srcs=[a, a], reduce_op=nl.add, scales=[1.0, 2.0])  # <- here
+        return a
+
+    raises_at(scaled, (x,), ConstraintError, "scales of 1.0 only")

@@ -269,6 +269,15 @@ def gen_dma_copy(g: Gen) -> None:
     g.emit(Opcode.DMA_COPY, dst, [g.operand([src_mem], p, src_nums)], queue=g.r.randrange(16))
 
 
+
+def gen_dma_compute(g: Gen) -> None:
+    p, nums = g.partitions(), g.free_nums()
+    dst = g.operand(g.choice([[SBUF], [HBM]]), p, nums, write=True)
+    srcs = [g.operand(g.choice([[SBUF], [HBM]]), p, g.refactor(math.prod(nums)))
+            for _ in range(g.r.randint(1, 4))]
+    g.emit(Opcode.DMA_COMPUTE, dst, srcs, queue=g.r.randrange(16))
+
+
 def gen_dma_transpose(g: Gen) -> None:
     a, bdim = g.partitions(), g.r.randint(1, 128)
     two_four = frozenset(d for d in DType if d.itemsize in (2, 4))
@@ -634,6 +643,7 @@ def gen_control(g: Gen) -> None:
 GENERATORS = {
     Opcode.DMA_COPY: gen_dma_copy,
     Opcode.DMA_COPY_INDIRECT: gen_dma_copy_indirect,
+    Opcode.DMA_COMPUTE: gen_dma_compute,
     Opcode.DMA_TRANSPOSE: gen_dma_transpose,
     Opcode.NC_MATMUL: gen_matmul,
     Opcode.NC_TRANSPOSE: gen_transpose,

@@ -11,7 +11,7 @@ than TensorE reads it (the accumulation group is evicted).
 from neuronsim.errors import ConstraintError as NkiValidationError
 from neuronsim.nki.isa import constants as constants  # nki.isa.constants (a module)
 from neuronsim.nki.isa import misc as _misc
-from neuronsim.nki.isa.dma import dma_copy, dma_transpose
+from neuronsim.nki.isa.dma import dma_compute, dma_copy, dma_transpose
 from neuronsim.nki.isa.enums import (
     dge_mode,
     dma_engine,
@@ -79,6 +79,7 @@ __all__ = [
     "bn_stats",
     "core_barrier",
     "dge_mode",
+    "dma_compute",
     "dma_copy",
     "dma_engine",
     "dma_transpose",

@@ -1,4 +1,4 @@
-"""DMA: ``dma_copy`` and ``dma_transpose``."""
+"""DMA: ``dma_copy``, ``dma_transpose`` and ``dma_compute``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from neuronsim.nki.isa.common import (
     _describe,
     _fail,
     _tile,
+    alu_op,
     emit,
 )
 from neuronsim.nki.isa.enums import (
@@ -18,7 +19,7 @@ from neuronsim.nki.isa.enums import (
 )
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import current_trace
-from neuronsim.sim.ir import Engine, Memory, Opcode
+from neuronsim.sim.ir import AluOp, Engine, Memory, Opcode
 
 _UNKNOWN_DGE, _UNKNOWN = dge_mode.unknown, engine.unknown
 
@@ -84,6 +85,35 @@ def dma_copy(
         return
     imm = {} if dge_mode is _UNKNOWN_DGE and engine is _UNKNOWN else _descriptor_imm(fn, dge_mode, engine)
     emit(fn, Opcode.DMA_COPY, Engine.DMA, dst, (src,), imm, name=name, queue=current_trace().next_dma_queue())
+
+
+
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
+    """``dst = srcs[0] + srcs[1] + ...`` in fp32 inside the DMA engines (S16: ``nl.add`` with scales of 1
+    only; up to 16 sources of dst's element count, HBM or SBUF). More than 4 sources are chained through
+    dst (its dtype rounds the partial sums: exact for fp32). Read-modify-write through a
+    ``vector_offset`` source is not simulated."""
+    fn = "dma_compute"
+    dst = _tile(dst, "dst", fn)
+    srcs = [_tile(s, f"srcs[{k}]", fn) for k, s in enumerate(srcs)]
+    if not 1 <= len(srcs) <= 16:
+        raise _fail(fn, f"takes 1 to 16 sources; got {len(srcs)}")
+    if alu_op(reduce_op, "reduce_op") is not AluOp.add:
+        raise _fail(fn, f"reduce_op={reduce_op}; dma_compute supports nl.add only")
+    if scales is not None and (len(scales) != len(srcs) or any(float(x) != 1.0 for x in scales)):
+        raise _fail(fn, f"scales={list(scales)}; dma_compute supports scales of 1.0 only, one per source")
+    for v in (dst, *srcs):
+        if v.indirect is not None:
+            raise _fail(fn, f"{_describe(v)} is an indirect view: dma_compute's read-modify-write through "
+                        "vector_offset is not simulated", UnsupportedError)
+    for src in srcs:
+        _check_dma(fn, dst, src)
+    queue = current_trace().next_dma_queue()
+    group, rest = srcs[:4], srcs[4:]
+    while group:
+        emit(fn, Opcode.DMA_COMPUTE, Engine.DMA, dst, tuple(group), {}, name=name, queue=queue,
+             roles=tuple(f"srcs[{k}]" for k in range(len(group))))
+        group, rest = ([dst, *rest[:3]], rest[3:]) if rest else ([], [])
 
 
 def _indirect_copy(fn: str, dst: TensorView, src: TensorView, oob, dge, name) -> None:

@@ -120,7 +120,6 @@ NOT_SIMULATED = (
     "rand2",
     "exponential",
     "sequence_bounds",
-    "dma_compute",
     "nonzero_with_count",
     "topk",
 )

@@ -3,6 +3,7 @@
 from neuronsim.sim.engines import (
     control,
     dma,
+    dma_compute,
     dma_indirect,
     gpsimd,
     gpsimd_gather,
@@ -23,7 +24,7 @@ from neuronsim.sim.engines.common import OpDef
 
 ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
                   vector_top_k, vector_shuffle, vector_range_select, vector_rng, scalar, gpsimd,
-                  gpsimd_gather, dma, dma_indirect, mx, control)
+                  gpsimd_gather, dma, dma_indirect, dma_compute, mx, control)
 
 
 def _collect() -> dict:
