@@ -133,7 +133,7 @@ class DeviceClock:
     def charge_collective(self, name: str, signature: tuple, start_ns: float, duration_ns: float,
                           nbytes: int = 0) -> None:
         """A collective (torch.distributed) from ``start_ns``, when every rank of its group was ready,
-        for ``duration_ns`` (neuronsim/device/distributed/topology.py); the clock moves to its end."""
+        for ``duration_ns`` (neuronsim/sim/interconnect.py); the clock moves to its end."""
         with self._lock:
             self.now_ns = max(self.now_ns, start_ns + duration_ns)
             self._records.append((3, name, signature, start_ns, duration_ns, nbytes, time.time_ns()))

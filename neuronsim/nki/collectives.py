@@ -12,8 +12,8 @@ and the next phase starts when the slowest rank is there), then each rank's DMAs
 receives from the slots into its ``dst``. Reductions (``all_reduce``, ``reduce_scatter``,
 ``collective_permute_implicit_reduce``) run on the DMA engines' compute, ``nisa.dma_compute``
 (float32 inside, ``nl.add``). Values are exact and the same on every rank (each sums the slots in
-group order). Time: the DMAs at the chip's DMA rates plus the rendezvous; links between chips are
-not charged beyond that (docs/nki.md).
+group order). Time: the DMAs at the chip's DMA rates, the wait for the slowest rank, and, for a
+group spanning chips, the links' time from the chip file's ``[interconnect]`` table (``ranks.py``).
 """
 
 from __future__ import annotations
@@ -127,7 +127,9 @@ def _exchange(fn: str, group: list[int], srcs: list[TensorView]) -> list[list[Te
         name = f"ccom{k}"
         staging = trace.new_buffer(name, Memory.HBM, (trace.world, instances, *src.shape),
                                    src.buf.dtype, location, shared=True)
-        trace.collectives.append((fn, tuple(group), staging.name, location))
+        # (kind, group, staging tensor, line, the phase it ends, bytes each rank sends)
+        trace.collectives.append((fn, tuple(group), staging.name, location, len(trace.barriers),
+                                  math.prod(src.shape) * src.buf.dtype.itemsize))
         whole = TensorView.whole(staging)
         _dma(fn, whole[trace.rank, me], src)
         slots.append([whole[r, me] for r in group])

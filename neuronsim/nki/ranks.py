@@ -5,7 +5,8 @@ rank; each rank has its own arguments), then runs the ranks' ``core_barrier`` / 
 in step: phase ``k`` of every rank runs before phase ``k + 1`` of any, so what a rank copies into a
 collective's staging tensor is there when the others read it. Each rank's HBM tensors are its own;
 the staging tensors are one array all ranks see. In time, ranks run on their own physical cores
-in parallel, and each phase starts when the slowest rank has finished the one before.
+in parallel, and each phase starts when the slowest rank has finished the one before, plus the
+link time of a collective whose ranks are on different chips (:func:`rendezvous_ns`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from neuronsim.nki import launch
 from neuronsim.nki.kernel import as_kernel
 from neuronsim.nki.profile import build_profile
 from neuronsim.nki.trace import launch_rank
+from neuronsim.sim.interconnect import INSTANCE_NETWORK, NEURONLINK, interconnect
 
 
 def simulate_ranks(kernel, ranks: int, *, profile: bool = False, chip=None):
@@ -53,12 +55,42 @@ def simulate_ranks(kernel, ranks: int, *, profile: bool = False, chip=None):
         if not profile:
             return outputs
         # every phase starts when the slowest rank has finished the one before
-        phase_ns = [max(_phase_ns(runs[r][p], traced[r].chip) for r in range(ranks))
+        spec = traced[0].chip
+        per_chip = spec.physical_cores_per_chip // max(1, min(len(traced[0].instances), spec.default_lnc))
+        links = rendezvous_ns(traced[0].info["collectives"], interconnect(spec), per_chip)
+        phase_ns = [max(_phase_ns(runs[r][p], spec) for r in range(ranks)) + links.get(p, 0.0)
                     for p in range(len(runs[0]))]
         return outputs, [build_profile(t, rs, phase_ns=phase_ns) for t, rs in zip(traced, runs, strict=True)]
 
     run.__name__ = f"simulate_ranks({getattr(k, '__name__', 'kernel')}, {ranks})"
     return run
+
+
+def rendezvous_ns(collectives, net, ranks_per_chip: int) -> dict[int, float]:
+    """Link time each phase ends with: the slowest of its collectives whose group spans chips.
+
+    A rank is a logical core: ``ranks_per_chip`` of them per chip (8 physical cores at LNC=1, 4 at
+    LNC=2 on trn2), ranks numbered chip by chip. Within a chip the DMAs are the cost (their transfers
+    and fixed latencies are on the timeline). Across chips, the bandwidth-optimal algorithms of
+    ``neuronsim.sim.interconnect`` (ring, 2(n-1) steps for all_reduce) at the level's link bandwidth
+    and per-step latency: ``steps * latency + bytes over the links / bandwidth``.
+    """
+    out: dict[int, float] = {}
+    for kind, group, phase, nbytes in collectives:
+        n = len(group)
+        chips = {r // ranks_per_chip for r in group}
+        if n <= 1 or len(chips) == 1:
+            continue
+        same_instance = len({c // net.chips_per_instance for c in chips}) == 1
+        bandwidth, latency = net.link(NEURONLINK if same_instance else INSTANCE_NETWORK)
+        steps, moved = {
+            "all_reduce": (2 * (n - 1), 2 * (n - 1) / n * nbytes),
+            "all_gather": (n - 1, (n - 1) * nbytes),
+            "reduce_scatter": (n - 1, (n - 1) / n * nbytes),
+            "all_to_all": (n - 1, (n - 1) / n * nbytes),
+        }.get(kind, (1, nbytes))  # a permute: one step, the whole tensor
+        out[phase] = max(out.get(phase, 0.0), steps * latency + moved / bandwidth * 1e9)
+    return out
 
 
 def _rank_inputs(inputs, rank: int, ranks: int) -> dict:

@@ -1,4 +1,4 @@
-"""nki.collectives on a collective launch (nki/collectives.py, nki/ranks.py): values per rank, the
+"""nki.collectives (ncc) on a collective launch (nki/collectives.py, nki/ranks.py): values per rank, the
 rendezvous in time, and the mistakes a kernel can make."""
 
 import numpy as np
@@ -83,7 +83,7 @@ def test_collective_mistakes_are_located_errors():
                                                              collective_dim=0))
     with pytest.raises(ConstraintError, match=r"replica group \[0, 1\] has ranks \[1\], but this launch has 1") as err:
         nki.simulate(gather)(xs[0], ReplicaGroup([[0, 1]]), None)
-    assert err.value.location.split(":")[0].endswith("test_collectives.py")
+    assert err.value.location.split(":")[0].endswith("test_ncc.py")
     with pytest.raises(ConstraintError, match="share of dst and src.*differ in size"):  # dst is not 2x src
         simulate_ranks(gather, 2)(_inputs(xs, ReplicaGroup([[0, 1]])))
     reduce_max = _hbm_collective(lambda d, s, g, _: ncc.all_reduce(srcs=[s], dsts=[d], replica_group=g,
@@ -92,3 +92,35 @@ def test_collective_mistakes_are_located_errors():
         simulate_ranks(reduce_max, 2)(_inputs(xs, ReplicaGroup([[0, 1]])))
     with pytest.raises(Exception, match="must not overlap"):
         ReplicaGroup([[0, 1], [1, 2]])
+
+
+def test_a_group_spanning_chips_adds_the_links_time_from_the_chip_file():
+    """trn2 at LNC=1: 8 ranks per chip. Ranks 0 and 8 (1 and 9) are on two chips of one instance, so their
+    gather adds one NeuronLink step: the [interconnect] latency plus the bytes over its bandwidth;
+    ranks 0 and 1 share a chip and add nothing beyond their DMAs."""
+    from neuronsim.nki.ranks import rendezvous_ns
+    from neuronsim.sim.chips import get_chip
+    from neuronsim.sim.interconnect import interconnect
+
+    xs = np.ones((10, 128, 512), np.float32)
+
+    def total(group):
+        @nki.jit
+        def kernel(x, replica_group, extra):
+            src = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=src, src=x)
+            dst = nl.ndarray((256, 512), dtype=x.dtype, buffer=nl.shared_hbm)
+            ncc.all_gather(srcs=[src], dsts=[dst], replica_group=replica_group, collective_dim=0)
+            return dst
+
+        _, profs = simulate_ranks(kernel, 10, profile=True)(_inputs(xs, ReplicaGroup(group)))
+        return profs[0].summary["total_time"]
+
+    net = interconnect(get_chip("trn2"))
+    bandwidth, latency = net.link("neuronlink")
+    link_ns = latency + 128 * 512 * 4 / bandwidth * 1e9
+    assert rendezvous_ns([("all_gather", (0, 8), 1, 128 * 512 * 4)], net, 8) == {1: link_ns}
+    assert rendezvous_ns([("all_gather", (0, 1), 1, 128 * 512 * 4)], net, 8) == {}
+    near = total([[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]])
+    far = total([[0, 8], [1, 9], [2, 3], [4, 5], [6, 7]])
+    assert far - near == pytest.approx(link_ns * 1e-9, rel=1e-9)
