@@ -332,3 +332,35 @@ def test_dma_compute_misuse_names_the_line():
         return a
 
     raises_at(scaled, (x,), ConstraintError, "scales of 1.0 only")
+
+
+# ---------------------------------------------------------------- VectorE's PSUM limit with a broadcast
+
+def test_a_psum_row_broadcast_past_4k_elements_streams():
+    """layernorm_tkg: x [128, BxS, H1] - mean [128, BxS] (PSUM) broadcast along H1: the PSUM operand
+    reaches BxS elements per partition (<= 4K) while the access streams BxS * H1 (> 4K)."""
+    x = RNG.standard_normal((128, 200, 24)).astype(np.float32)
+    m = RNG.standard_normal((128, 200)).astype(np.float32)
+
+    @nki.jit
+    def k(a, mean):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        mp = nl.ndarray(mean.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(mp, nl.load(mean))
+        nisa.tensor_tensor(t, t, mp.ap([[200, 128], [1, 200], [0, 24]]), nl.subtract)
+        nl.store(out, t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(x, m), x - m[:, :, None])
+
+    @nki.jit
+    def too_wide(a, mean):
+        t = nl.load(a)
+        mp = nl.ndarray((128, 4100), dtype=nl.bfloat16, buffer=nl.psum)
+        nisa.memset(mp, 0.0)
+        nisa.tensor_copy(t[:, 0, 0:1], mp[:, 0:1])
+        return a
+
+    with pytest.raises(ConstraintError, match="4100 elements per partition of PSUM.*limit is 4096"):
+        nki.simulate(too_wide)(x, m)
