@@ -3,7 +3,7 @@
 NEURON_SIM = "NEURON_SIM"  # "1" enables the emulated neuron device at `import torch`
 NEURON_SIM_CHIP = "NEURON_SIM_CHIP"  # trn2 | trn3 | path to a chip .toml
 NEURON_SIM_NUMERICS = "NEURON_SIM_NUMERICS"  # exact | fast
-NEURON_SIM_EXECUTOR = "NEURON_SIM_EXECUTOR"  # numba | reference
+NEURON_SIM_EXECUTOR = "NEURON_SIM_EXECUTOR"  # tiered | numba | reference
 NEURON_SIM_UNINITIALIZED = "NEURON_SIM_UNINITIALIZED"  # nan | zero | error
 NEURON_SIM_SEED = "NEURON_SIM_SEED"  # integer seed for simulated randomness
 NEURON_SIM_HBM_BYTES = "NEURON_SIM_HBM_BYTES"  # simulated HBM bytes per logical core (default: the chip's)

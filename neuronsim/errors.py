@@ -69,6 +69,11 @@ class UninitializedReadError(NeuronSimError):
     """An instruction reads SBUF/PSUM bytes that nothing wrote."""
 
 
+class KernelFaultError(NeuronSimError, RuntimeError):
+    """An engine's compiled kernel raised while running an instruction the validator accepted: a
+    simulator bug, reported with the instruction instead of printed and ignored."""
+
+
 class UnsupportedError(NeuronSimError, NotImplementedError):
     """A feature the simulated hardware or software stack does not support."""
 

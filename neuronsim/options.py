@@ -20,7 +20,9 @@ from neuronsim import env
 from neuronsim.errors import OptionError
 
 NUMERICS = ("exact", "fast")
-EXECUTORS = ("numba", "reference")
+# tiered: Numba machine code, and the reference executor for what is still compiling in the background
+# (sim/tiers.py); numba: machine code only (a cold cache compiles in place first); reference: numpy.
+EXECUTORS = ("tiered", "numba", "reference")
 # nan: new SBUF/PSUM bytes are 0xFF (NaN for every float dtype, -1 for ints), as AWS's simulator
 # does to expose uninitialized reads; zero: zero-filled; error: reads of never-written bytes raise.
 UNINITIALIZED = ("nan", "zero", "error")
@@ -30,7 +32,7 @@ UNINITIALIZED = ("nan", "zero", "error")
 class SimOptions:
     chip: str = "trn2"
     numerics: str = "exact"
-    executor: str = "numba"
+    executor: str = "tiered"
     uninitialized_memory: str = "nan"
     seed: int = 0
     # Simulated HBM bytes of one logical core; None = the chip's figure (small values for tests).

@@ -10,7 +10,7 @@ from neuronsim.options import SimOptions, current, from_environment
 def test_defaults_and_validation():
     opts = SimOptions()
     got = (opts.chip, opts.numerics, opts.executor, opts.uninitialized_memory)
-    assert got == ("trn2", "exact", "numba", "nan")
+    assert got == ("trn2", "exact", "tiered", "nan")
     with pytest.raises(OptionError, match="numerics='approx'"):
         SimOptions(numerics="approx")
     with pytest.raises(OptionError, match="unknown option"):

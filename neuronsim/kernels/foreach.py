@@ -18,6 +18,7 @@ across partitions on TensorE (a ones-vector matmul into PSUM), then ScalarE's sq
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
@@ -236,14 +237,31 @@ def plan_lerp(call: Call) -> Launch | None:
     return _launch(call, 2, None, lerp, weight=float(weight))
 
 
-_UNARY = {"sqrt": ActFunc.sqrt, "exp": ActFunc.exp, "abs": ActFunc.abs}
+def _unary_table() -> dict:
+    """``_foreach_<name>`` -> (tile computation, params): the element-wise family's unary float ops
+    (ScalarE activations and their VectorE chains) and the rounding family's."""
+    from neuronsim.kernels import rounding
+    from neuronsim.kernels.elementwise import _UNARY as ELEMENTWISE
+
+    table = {name: entry for name, entry in ELEMENTWISE.items()}
+    table.update({name: (fn, {}) for name, fn in rounding._UNARY.items()})
+    return {name: entry for name, entry in table.items()
+            if getattr(torch.ops.aten, f"_foreach_{name}", None) is not None}
+
+
+_UNARY = _unary_table()
+
+
+def unary(dst, x, s, fn, fn_params):
+    fn(dst, x, **fn_params)
 
 
 @native(*_names(_UNARY, "default"))
 def plan_unary(call: Call) -> Launch | None:
     if not _floats(call, 1):
         return None
-    return _launch(call, 1, None, unary, func=_UNARY[_base(call)])
+    compute, params = _UNARY[_base(call)]
+    return _launch(call, 1, None, unary, fn=compute, fn_params=params)
 
 
 @native("aten::_foreach_zero_.default")

@@ -23,7 +23,7 @@ from neuronsim.options import current as current_options
 from neuronsim.sim import execute_numba, execute_reference
 from neuronsim.sim.chips import ChipSpec, get_chip
 from neuronsim.sim.encoding import encode_instruction, encode_rows
-from neuronsim.sim.engines import OPDEFS, dma_indirect
+from neuronsim.sim.engines import OPDEFS
 from neuronsim.sim.engines.control import register_count
 from neuronsim.sim.ir import Memory, Program
 from neuronsim.sim.memory.layout import Placement, place_tensors
@@ -58,7 +58,9 @@ _lock = threading.Lock()
 
 
 def prepare(program: Program, chip: str | ChipSpec | None = None, *, uninitialized_memory: str | None = None,
-            keep: frozenset = frozenset()) -> Prepared:
+            keep: frozenset = frozenset(), tiered: bool | None = None) -> Prepared:
+    """``tiered``: schedule with the interpreted scheduler while its machine code compiles (default:
+    when the executor option is ``tiered``)."""
     opts = current_options()
     spec = get_chip(opts.chip if chip is None else chip)
     policy = opts.uninitialized_memory if uninitialized_memory is None else uninitialized_memory
@@ -80,11 +82,13 @@ def prepare(program: Program, chip: str | ChipSpec | None = None, *, uninitializ
         rows.append(row)
         frows.append(frow)
     itab, ftab = encode_rows(rows, frows)
+    if tiered is None:
+        tiered = opts.executor == "tiered"
     if program.has_control:  # scheduled per path, after each run (a path with no jump: this one)
         registers = register_count(program.instructions)
         timeline = None
     else:
-        registers, timeline = None, schedule_program(program, spec, placement)
+        registers, timeline = None, schedule_program(program, spec, placement, tiered)
     prepared = Prepared(program, spec, placement, timeline, itab, ftab, registers)
     with _lock:
         per_program[key] = prepared
@@ -102,7 +106,7 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
     opts = current_options()
     policy = opts.uninitialized_memory if uninitialized_memory is None else uninitialized_memory
     which = opts.executor if executor is None else executor
-    prep = prepare(program, chip, uninitialized_memory=policy, keep=keep)
+    prep = prepare(program, chip, uninitialized_memory=policy, keep=keep, tiered=which == "tiered")
     hbm = bind_hbm(program, arrays)
     if core is None:
         core = core_memory(prep.chip)
@@ -125,13 +129,14 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
             ins = program.instructions[stopped]
             if bases[-1] == execute_numba.STATUS_PATH_FULL:
                 raise execute_reference.endless_loop(ins)
-            raise dma_indirect.out_of_bounds(ins)
+            raise execute_numba.stop_error(program, stopped, bases)
         jumps = [tuple(j) for j in taken.tolist()]
     else:
         bases = core.executor_bases(program, prep.placement, hbm)
-        stopped = execute_numba.execute(prep.itab, prep.ftab, bases)
-        if stopped >= 0:  # only an indirect DMA stops a run: an index out of bounds
-            raise dma_indirect.out_of_bounds(program.instructions[stopped])
+        tiered = program if which == "tiered" else None
+        stopped = execute_numba.execute(prep.itab, prep.ftab, bases, tiered, core.pitch)
+        if stopped >= 0:  # an indirect DMA's index out of bounds, or a kernel that raised
+            raise execute_numba.stop_error(program, stopped, bases)
     if prep.registers is not None:
         prep = path_prepared(prep, jumps)
     outputs = {t.name: hbm[t.id] for t in program.hbm_tensors() if t.kind in ("output", "inout")}

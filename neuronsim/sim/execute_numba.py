@@ -8,31 +8,45 @@ compiles only what it runs, and the loop itself, which names no kernel, compiles
 When the loop meets an opcode whose entry is still empty it returns that instruction's index;
 ``execute`` fills the entry and resumes there, so instructions still run once each, in order.
 
-An entry is the C wrapper Numba builds for every compiled function (``llvm_cfunc_wrapper_name``):
-the arguments by value in Numba's data model, the same ``(row, frow, bases)`` arrays the loop
-holds. A kernel that raised would have its exception printed by that wrapper, not propagated; the
-kernels raise nothing (the validator checked every operand before encoding). The one check made
-while running — an indirect DMA's index read from memory (``engines/dma_indirect.py``) — sets the
-status slot, the last element of ``bases``, and the loop stops at that instruction.
+Tiered (``tiered=True``, the default executor): nothing is compiled in the caller's thread. A unit
+in the disk cache is loaded; one that is not is handed to the background compiler (``tiers.py``)
+and, meanwhile, its instructions run on the reference executor over the same bytes — bit for bit
+what the kernel computes (tests/sim/test_executors.py) — so results do not depend on the tier.
+
+An entry is the kernel's native function, called with Numba's own calling convention from the loop
+(the arguments by value in Numba's data model, the same ``(row, frow, bases)`` arrays the loop
+holds), so the loop sees the status code a kernel that raised returns instead of Numba's C wrapper
+printing the exception and carrying on. The status slot, the last element of ``bases``, records
+why a run stopped: ``STATUS_OUT_OF_BOUNDS`` (an indirect DMA's index read from memory, the one check
+made while running: ``engines/dma_indirect.py``) or ``STATUS_KERNEL_RAISED``; the loop stops at that
+instruction and :func:`stop_error` names it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
+import time
 
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from neuronsim.errors import KernelFaultError
+from neuronsim.sim import tiers
 from neuronsim.sim.engines import OPDEFS
-from neuronsim.sim.ir import Opcode
+from neuronsim.sim.engines.dma_indirect import out_of_bounds
+from neuronsim.sim.ir import Memory, Opcode, Program
+from neuronsim.sim.memory.reference import RefMemory
 
 # What every kernel is compiled for: one int64 row of ``itab``, its float64 row, the base addresses.
 KERNEL_ARGS = (types.Array(types.int64, 1, "C"), types.Array(types.float64, 1, "C"),
                types.Array(types.int64, 1, "C"))
 
+STATUS_OUT_OF_BOUNDS = 1  # set by the indirect DMA kernel
 STATUS_PATH_FULL = 2  # run_branching's path array is full (the caller grows it and resumes)
+STATUS_KERNEL_RAISED = 3  # set by the loop when a kernel returned an error status
 
 # Entry address of each opcode's compiled kernel (0: not loaded in this process yet).
 ENTRIES = np.zeros(max(int(op) for op in Opcode) + 1, dtype=np.int64)
@@ -41,30 +55,38 @@ _entries_lock = threading.Lock()
 
 @intrinsic
 def _call_kernel(typingctx, address, row, frow, bases):
-    """Call the kernel whose C wrapper is at ``address`` with (row, frow, bases)."""
+    """Call the kernel whose native function is at ``address`` with (row, frow, bases); True when
+    it returned an error status (it raised)."""
     if (row, frow, bases) != KERNEL_ARGS:
-        return None  # a typing error: the wrapper's argument layout would not match
+        return None  # a typing error: the function's argument layout would not match
 
     def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(context.get_value_type(types.none),
-                               [context.get_value_type(t) for t in KERNEL_ARGS])
-        builder.call(builder.inttoptr(args[0], fnty.as_pointer()), args[1:])
-        return context.get_dummy_value()
+        conv = context.call_conv
+        fnty = conv.get_function_type(types.none, KERNEL_ARGS)
+        callee = builder.inttoptr(args[0], fnty.as_pointer())
+        retval = builder.alloca(conv.get_return_type(types.none).pointee)
+        excinfo = builder.alloca(fnty.args[1].pointee)
+        packed = list(conv._get_arg_packer(KERNEL_ARGS).as_arguments(builder, args[1:]))
+        code = builder.call(callee, [retval, excinfo, *packed])
+        status = conv._get_return_status(builder, code, builder.load(excinfo))
+        return status.is_error
 
-    return types.void(types.int64, *KERNEL_ARGS), codegen
+    return types.boolean(types.int64, *KERNEL_ARGS), codegen
 
 
 @njit(cache=True)
 def run_encoded(itab, ftab, bases, entries, start):
     """Run instructions ``start..`` in order; -1 when all ran, else the index of the first one whose
-    opcode has no entry yet (nothing from it on has run)."""
+    opcode has no entry yet (nothing from it on has run) or of the one that set the status slot."""
+    last = bases.shape[0] - 1
     for i in range(start, itab.shape[0]):
         row = itab[i]
         address = entries[row[0]]
         if address == 0:
             return i
-        _call_kernel(address, row, ftab[i], bases)
-        if bases[bases.shape[0] - 1] != 0:
+        if _call_kernel(address, row, ftab[i], bases):
+            bases[last] = STATUS_KERNEL_RAISED
+        if bases[last] != 0:
             return i
     return -1
 
@@ -84,7 +106,8 @@ def run_branching(itab, ftab, bases, entries, start, path, n_taken):
         address = entries[row[0]]
         if address == 0:
             return i, n_taken
-        _call_kernel(address, row, ftab[i], bases)
+        if _call_kernel(address, row, ftab[i], bases):
+            bases[status] = STATUS_KERNEL_RAISED
         if bases[status] != 0:
             return i, n_taken
         if bases[jump] == 0:
@@ -109,6 +132,12 @@ def kernel_for(op: Opcode):
     return opdef.kernel
 
 
+def entry_address(dispatcher) -> int:
+    """The native function of ``dispatcher``'s compile for ``KERNEL_ARGS`` (what the loop calls)."""
+    result = dispatcher.overloads[KERNEL_ARGS]
+    return result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
+
+
 def load_kernel(op: Opcode) -> None:
     """Make ``op`` runnable in this process: load its kernel from the disk cache, or compile it."""
     op = Opcode(op)
@@ -117,31 +146,62 @@ def load_kernel(op: Opcode) -> None:
             return
         kernel = kernel_for(op)
         kernel.compile(KERNEL_ARGS)
-        result = kernel.overloads[KERNEL_ARGS]
-        ENTRIES[op] = result.library.get_pointer_to_function(result.fndesc.llvm_cfunc_wrapper_name)
+        ENTRIES[op] = entry_address(kernel)
+
+
+def _load_cached_kernel(op: Opcode) -> bool:
+    """Load ``op``'s kernel if its machine code is in the disk cache (compiling nothing)."""
+    with _entries_lock:
+        if ENTRIES[op]:
+            return True
+        kernel = kernel_for(op)
+        if not tiers.load_cached(kernel, KERNEL_ARGS):
+            return False
+        ENTRIES[op] = entry_address(kernel)
+        return True
 
 
 def loaded_opcodes() -> frozenset[Opcode]:
     return frozenset(op for op in Opcode if ENTRIES[op])
 
 
-def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> int:
+def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray, program: Program | None = None,
+            pitch: dict | None = None) -> int:
     """Run the encoded Program; -1, or the position of the instruction that stopped it (its status
-    in ``bases[-1]``)."""
-    start = 0
-    while start < itab.shape[0]:
-        start = run_encoded(itab, ftab, bases, ENTRIES, start)
-        if start < 0:
-            return -1
+    in ``bases[-1]``). Given ``program`` and the on-chip ``pitch`` (bytes from one partition's row
+    to the next, per memory), tiered: what is not compiled yet runs on the reference executor."""
+    start, n = 0, itab.shape[0]
+    fallback = None
+    while start < n:
+        if program is None or _loop_available(itab, ftab, bases):
+            start = run_encoded(itab, ftab, bases, ENTRIES, start)
+            if start < 0:
+                return -1
+            if bases[-1] != 0:
+                return start
+        op = Opcode(int(itab[start, 0]))
+        if program is None:
+            load_kernel(op)
+            continue
+        if ENTRIES[op] or tiers.available(op.name.lower(), lambda: _load_cached_kernel(op),
+                                          lambda: load_kernel(op)):
+            _call_one(op, itab, ftab, bases, start)  # the loop is not loaded yet, or stopped here
+        else:
+            if fallback is None:
+                fallback = reference_memory(program, bases, pitch)
+            began = time.perf_counter()
+            with np.errstate(all="ignore"):  # NaN and inf are values here, as in the kernels
+                OPDEFS[op].reference(program.instructions[start], fallback)
+            tiers.ran_interpreted(op.name.lower(), time.perf_counter() - began)
         if bases[-1] != 0:
             return start
-        load_kernel(Opcode(int(itab[start, 0])))
+        start += 1
     return -1
 
 
 def execute_branching(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> tuple[int, np.ndarray]:
     """Run an encoded Program with branches; (-1 or the instruction whose status stopped it, the
-    jumps taken as rows (branch index, target))."""
+    jumps taken as rows (branch index, target)). Not tiered: its kernels compile in place."""
     from neuronsim.sim.execute_reference import MAX_JUMPS
 
     path = np.zeros((64, 2), np.int64)
@@ -160,3 +220,45 @@ def execute_branching(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> 
             return start, path[:taken]
         load_kernel(Opcode(int(itab[start, 0])))
     return -1, path[:taken]
+
+
+def _loop_available(itab, ftab, bases) -> bool:
+    if run_encoded.overloads:
+        return True
+    sig = tuple(run_encoded.typeof_pyval(a) for a in (itab, ftab, bases, ENTRIES, 0))
+    return tiers.available("loop", lambda: tiers.load_cached(run_encoded, sig),
+                           lambda: run_encoded.compile(sig))
+
+
+def _call_one(op: Opcode, itab, ftab, bases, i: int) -> None:
+    """Run instruction ``i``'s kernel from Python (while the loop itself is not loaded)."""
+    kernel = kernel_for(op)
+    try:
+        kernel(itab[i], ftab[i], bases)
+    except Exception:  # noqa: BLE001 - the loop would see an error status: the same stop
+        bases[-1] = STATUS_KERNEL_RAISED
+
+
+def reference_memory(program: Program, bases: np.ndarray, pitch: dict[Memory, int]) -> RefMemory:
+    """The reference executor's view of the bytes at ``bases``: each tensor's span from its base
+    (an on-chip tensor's partitions ``pitch`` bytes apart), as a numpy array over that memory."""
+    buffers = []
+    for t in program.tensors:
+        if t.memory is Memory.HBM:
+            size = t.num_elements * t.dtype.itemsize
+        else:
+            size = (t.partitions - 1) * pitch[t.memory] + t.bytes_per_partition
+        address = int(bases[t.id])
+        buffers.append(np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address)) if size
+                       else np.zeros(0, np.uint8))
+    return RefMemory(buffers, [0] * len(buffers), pitch)
+
+
+def stop_error(program: Program, stopped: int, bases: np.ndarray) -> Exception:
+    """The error for a run that stopped at instruction ``stopped`` with status ``bases[-1]``."""
+    ins = program.instructions[stopped]
+    if bases[-1] == STATUS_OUT_OF_BOUNDS:
+        return out_of_bounds(ins)
+    return KernelFaultError(f"the {ins.opcode.name} kernel raised an exception while running (a simulator "
+                            f"bug: the validator accepted an instruction the kernel cannot run)",
+                            instruction=ins.describe(), location=ins.location)

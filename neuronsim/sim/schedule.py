@@ -38,11 +38,13 @@ SBUF/PSUM coordinates, so two tensors sharing bytes (rotating buffers) depend on
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
 
+from neuronsim.sim import tiers
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.engines import OPDEFS
 from neuronsim.sim.engines.dma import kick_timing, piece_ns, transfer_engines, trigger
@@ -231,19 +233,31 @@ def schedule_inputs(program: Program, chip: ChipSpec, placement: Placement) -> S
                           after_branch)
 
 
-def run_schedule(inp: ScheduleInputs, n_tracks: int, n_spaces: int):
-    """(start, end, done, issue, pre_start, pre_done) arrays for ``inp``."""
-    return schedule_arrays(inp.track, inp.cycles, inp.piece_ns, inp.latency_ns, inp.pre_kind,
-                           inp.pre_track, inp.pre_ns, inp.pre_latency_ns, inp.dma_first, inp.dma_count,
-                           inp.kick_ns, inp.stagger_ns, inp.acc_ptr, inp.acc, inp.clock_ghz, inp.params,
-                           np.full(inp.track.size, -1, np.int64) if inp.after_branch is None else inp.after_branch,
-                           n_tracks, n_spaces)
+def run_schedule(inp: ScheduleInputs, n_tracks: int, n_spaces: int, tiered: bool = False):
+    """(start, end, done, issue, pre_start, pre_done) arrays for ``inp``. ``tiered``: the scheduler's
+    Python source runs until its machine code is ready (``tiers.py``; the same float64 operations
+    in the same order, so the same times)."""
+    after_branch = np.full(inp.track.size, -1, np.int64) if inp.after_branch is None else inp.after_branch
+    args = (inp.track, inp.cycles, inp.piece_ns, inp.latency_ns, inp.pre_kind, inp.pre_track, inp.pre_ns,
+            inp.pre_latency_ns, inp.dma_first, inp.dma_count, inp.kick_ns, inp.stagger_ns, inp.acc_ptr, inp.acc,
+            inp.clock_ghz, inp.params, after_branch, n_tracks, n_spaces)
+    if not tiered or schedule_arrays.overloads:
+        return schedule_arrays(*args)
+    sig = tuple(schedule_arrays.typeof_pyval(a) for a in args)
+    if tiers.available("scheduler", lambda: tiers.load_cached(schedule_arrays, sig),
+                       lambda: schedule_arrays.compile(sig)):
+        return schedule_arrays(*args)
+    began = time.perf_counter()
+    result = tiers.interpreted(schedule_arrays)(*args)
+    tiers.ran_interpreted("scheduler", time.perf_counter() - began)
+    return result
 
 
-def schedule_program(program: Program, chip: ChipSpec, placement: Placement) -> Timeline:
+def schedule_program(program: Program, chip: ChipSpec, placement: Placement, tiered: bool = False) -> Timeline:
     inp = schedule_inputs(program, chip, placement)
     n_tracks = DMA_TRACK0 + chip.dma_queues_per_engine
-    start, end, done, issue, pre_start, pre_done = run_schedule(inp, n_tracks, 2 + len(program.tensors))
+    start, end, done, issue, pre_start, pre_done = run_schedule(inp, n_tracks, 2 + len(program.tensors),
+                                                                tiered)
     timeline = Timeline(inp.track, start, end, done, issue, inp.pre_track, pre_start, pre_done, inp.dma_first,
                         inp.dma_count, np.where(inp.dma_first >= 0, inp.piece_ns, 0.0), chip.dma_engines)
     _, track, _, s, e = timeline.events()

@@ -1,11 +1,11 @@
 """Compiling the simulator's machine code ahead of time (``neuronsim warmup``).
 
 Numba compiles the executor and the scheduler on first use and keeps the machine code in its disk
-cache (``_numba_cache``: one directory per version of these sources). The executor's compile units
-are its loop and one kernel per opcode (``execute_numba``); a process compiles only the units its
-Programs use, when they first use them. Warming up compiles every unit, so that a CI cache or a
-container image holds everything before the first real kernel: the ``executor`` unit runs one small
-Program (the loop, the scheduler, the DMA kernel), then each opcode's unit loads its kernel.
+cache (``_numba_cache``: one directory per version of these sources). The compile units are the
+executor's loop, the scheduler and one kernel per opcode (``execute_numba``); a process compiles
+only the units its Programs use — the tiered executor in a worker process (``tiers.py``), which
+calls :func:`warm` — when they first use them. Warming up compiles every unit, so that a CI cache or
+a container image holds everything before the first real kernel.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neuronsim.sim import api, execute_numba
+from neuronsim.sim import execute_numba, schedule
 from neuronsim.sim._numba_cache import cache_dir
+from neuronsim.sim.chips import get_chip
+from neuronsim.sim.memory.layout import place_tensors
 from neuronsim.sim.ir import Opcode, Program, ProgramBuilder
 
 
@@ -26,7 +28,7 @@ from neuronsim.sim.ir import Opcode, Program, ProgramBuilder
 class WarmupUnit:
     name: str
     what: str  # what it compiles
-    build: Callable[[], Program] | None = None  # a Program to run (the loop and the scheduler)
+    compile: Callable[[], None] | None = None  # compiles it (the loop, the scheduler)
     opcode: Opcode | None = None  # else: the kernel of this opcode
 
 
@@ -48,8 +50,23 @@ def _dma_program() -> Program:
     return b.build()
 
 
+def _compile_loop() -> None:
+    """The loop, for the argument types every run passes (``execute``'s arrays), stopping at once
+    (no kernel is called: the one row's opcode has no entry)."""
+    itab = np.zeros((1, 1), np.int64)
+    itab[0, 0] = len(execute_numba.ENTRIES)  # past every opcode: its entry is read as 0 below
+    entries = np.zeros(len(execute_numba.ENTRIES) + 1, np.int64)
+    execute_numba.run_encoded(itab, np.zeros((1, 1)), np.zeros(1, np.int64), entries, 0)
+
+
+def _compile_scheduler() -> None:
+    program = _dma_program()
+    schedule.schedule_program(program, get_chip("trn2"), place_tensors(program, get_chip("trn2")))
+
+
 UNITS: tuple[WarmupUnit, ...] = (
-    WarmupUnit("executor", "the executor's loop, the scheduler and the DMA kernel", build=_dma_program),
+    WarmupUnit("loop", "the executor's loop", compile=_compile_loop),
+    WarmupUnit("scheduler", "the scheduler", compile=_compile_scheduler),
     *(WarmupUnit(op.name.lower(), f"the {op.name} kernel", opcode=op) for op in Opcode),
 )
 
@@ -75,26 +92,21 @@ def _counts() -> tuple[int, int]:
     return compiled, loaded
 
 
-def _inputs(program: Program) -> dict[str, np.ndarray]:
-    return {t.name: np.zeros(t.shape, t.dtype.numpy) for t in program.hbm_tensors() if t.kind == "input"}
-
-
-def warm(unit: WarmupUnit, chip: str = "trn2") -> WarmupResult:
-    """Run the unit's Program on the Numba executor; report what Numba compiled or loaded."""
+def warm(unit: WarmupUnit) -> WarmupResult:
+    """Compile (or load) the unit in this thread; report what Numba compiled or loaded."""
     compiled0, loaded0 = _counts()
     start = time.perf_counter()
     if unit.opcode is not None:
         execute_numba.load_kernel(unit.opcode)
     else:
-        program = unit.build()
-        api.run(program, _inputs(program), chip, executor="numba", uninitialized_memory="zero")
+        unit.compile()
     seconds = time.perf_counter() - start
     compiled1, loaded1 = _counts()
     return WarmupResult(unit.name, seconds, compiled1 - compiled0, loaded1 - loaded0)
 
 
-def warm_all(units: Iterable[WarmupUnit] = UNITS, chip: str = "trn2") -> list[WarmupResult]:
-    return [warm(unit, chip) for unit in units]
+def warm_all(units: Iterable[WarmupUnit] = UNITS) -> list[WarmupResult]:
+    return [warm(unit) for unit in units]
 
 
 __all__ = ["UNITS", "WarmupResult", "WarmupUnit", "cache_dir", "warm", "warm_all"]

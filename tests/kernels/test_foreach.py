@@ -39,6 +39,9 @@ IN_PLACE = {
         3, lambda a, b, c: torch._foreach_addcdiv_(a, b, c, [-1e-3, 2.0, 0.5, 1.0])),
     "aten::_foreach_lerp_.Scalar": (2, lambda a, b: torch._foreach_lerp_(a, b, 0.1)),
     "aten::_foreach_zero_": (1, lambda a: torch._foreach_zero_(a)),
+    "aten::_foreach_sign_": (1, lambda a: torch._foreach_sign_(a)),  # the element-wise family's chains
+    "aten::_foreach_round_": (1, lambda a: torch._foreach_round_(torch._foreach_mul_(a, 3.0) or a)),
+    "aten::_foreach_log2_": (2, lambda a, b: torch._foreach_log2_(torch._foreach_abs_(a) or a)),
 }
 
 

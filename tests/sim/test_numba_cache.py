@@ -89,7 +89,7 @@ def case(name, tensors, make, seed):
                              uninitialized_memory="zero"))
     arrays = {k: a.copy() for k, a in inputs.items()}
     before = sim.run(prefix, arrays, CHIP, executor="reference", uninitialized_memory="zero")
-    prep = prepare(full, CHIP, uninitialized_memory="zero")
+    prep = prepare(full, CHIP, uninitialized_memory="zero", tiered=False)
     assert prep.placement.byte_offset == before.prepared.placement.byte_offset
     hbm = {t.id: arrays[t.name] for t in full.tensors if t.memory is Memory.HBM}
     bases = core_memory(prep.chip).executor_bases(full, prep.placement, hbm)

@@ -35,8 +35,7 @@ from neuronsim.device.schema import OpPlan
 from neuronsim.kernels.registry import Ref
 from neuronsim.options import current as current_options
 from neuronsim.sim import execute_numba
-from neuronsim.sim.engines.dma_indirect import out_of_bounds
-from neuronsim.sim.memory.state import core_memory
+from neuronsim.sim.memory.state import core_memory, host_pitches
 
 Tensor = torch.Tensor
 InputPosition = tuple[int, str, "int | None"]  # (argument position, name, list element or None)
@@ -89,6 +88,7 @@ class Entry:
         self._host_runner = _UNBUILT
         self._varying = frozenset(pos for pos, _, _ in self.runtime)
         self._check = self._per_call_check()
+        self._pitch = host_pitches(self.prepared.chip)
 
     def _per_call_check(self):
         """The check of a call's input values (None: the signature decides everything)."""
@@ -181,9 +181,11 @@ class Entry:
             bases = self.base_template().copy()
             for tid, k in self.hbm_slots:
                 bases[tid] = operands[k].data_ptr()
-            stopped = execute_numba.execute(self.prepared.itab, self.prepared.ftab, bases)
-            if stopped >= 0:  # an indirect DMA's index out of bounds
-                raise out_of_bounds(self.program.instructions[stopped])
+            tiered = self.program if opts.executor == "tiered" else None
+            stopped = execute_numba.execute(self.prepared.itab, self.prepared.ftab, bases, tiered,
+                                            self._pitch)
+            if stopped >= 0:  # an indirect DMA's index out of bounds, or a kernel that raised
+                raise execute_numba.stop_error(self.program, stopped, bases)
 
     def _charge(self, index) -> None:
         clock.clock(index).charge_kernel(

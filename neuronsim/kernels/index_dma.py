@@ -1,0 +1,203 @@
+"""Advanced indexing by the indirect DMA: ``x[..., i, j, ...]`` (``index.Tensor``) and
+``x[..., i, j, ...] = v`` (``index_put_`` without accumulation, ``_index_put_impl_``).
+
+The index tensors address consecutive dims ``d .. d+k`` of ``x`` (``None`` before them, as
+``x[:, idx]`` gives): element ``n`` of the indices names the block ``x[o, i[n], j[n], ...]``
+(``o`` each combination of the leading dims, the block the dims after the indexed ones). Per
+128 indices, VectorE forms each block's element offset ``sum i[n] * stride`` from the indices'
+low int32 words (DMA'd as fp32: exact below 2**24, a per-call check with the index bounds), and
+one DMA_COPY_INDIRECT (``.ap(vector_offset=...)``, descriptors from the software DGE) moves the
+blocks — gathered into the output, or scattered from ``v`` (a 0-dim ``v`` broadcast by stride-0
+DMA). A DMA copies bytes, so every dtype is exact (int64 as its word pairs). A scatter of
+several values naming one block twice (undefined in ATen) runs on the host.
+
+What runs on the host: negative or out-of-range indices (ATen wraps or raises), boolean masks,
+index tensors of different shapes (broadcast), indices not on consecutive dims, accumulation, and
+layouts whose blocks or index dims do not walk memory in one pattern.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+import neuronsim.nki.isa as nisa
+import neuronsim.nki.language as nl
+from neuronsim.kernels.indexing import INDEX_DTYPES, IndexWords, _one_walk, indices_within
+from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, native
+from neuronsim.kernels.tiling import PARTITIONS, coalesce
+from neuronsim.sim.ir import AluOp
+
+A = AluOp
+P = PARTITIONS
+F32 = nl.float32
+EXACT = 2**24  # element offsets are formed in fp32
+BLOCK_MAX = 8192  # elements of one block moved per DMA (larger blocks are cut)
+MAX_DMAS = 2048
+
+
+def _layout(x, out_like, d: int, k: int, m: int):
+    """(outer sizes, outer steps [x, other], block size, block steps [x, other]) for indexing dims
+    ``d .. d+k`` of ``x`` against ``out_like`` whose index part is ``m`` dims at ``d``."""
+    outer, outer_steps = coalesce([x.dims[:d], out_like.dims[:d]])
+    block, block_steps = _one_walk([x.dims[d + k:], out_like.dims[d + m:]], "the blocks after the indexed dims")
+    return outer, outer_steps, block, block_steps
+
+
+def _offsets(words, strides, n0: int, p: int):
+    """``[p, 1]`` int32 element offsets ``sum_j idx_j[n] * strides[j]`` of indices ``n0 .. n0+p``."""
+    acc = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+    for j, (w, s) in enumerate(zip(words, strides, strict=True)):
+        col = w.column(n0, p)
+        if j == 0:
+            nisa.tensor_scalar(dst=acc, data=col, op0=A.multiply, operand0=float(s))
+        else:
+            nisa.scalar_tensor_tensor(dst=acc, data=col, op0=A.multiply, operand0=float(s), op1=A.add,
+                                      operand1=acc)
+    offs = nl.ndarray((p, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=offs, src=acc)
+    return offs
+
+
+def _indexed(view, base: int, offs, p: int, step: int, n: int):
+    """``p`` partitions of ``n`` elements (``step`` apart), partition ``q`` from ``base + offs[q]``."""
+    unit = view.ap([[1, 1], [1, 1]], offset=0)  # a base whose indexed dim has stride 1
+    return unit.ap([[1, p], [step, n]], offset=base, vector_offset=offs, indirect_dim=0)
+
+
+def _chunks(n: int, size: int):
+    return [(i, min(size, n - i)) for i in range(0, n, size)]
+
+
+def gather_kernel(out, x, *indices, d, wide):
+    """``out[o, n, b] = x[o, idx_0[n], ..., b]``."""
+    k, m = len(indices), len(indices[0].shape) - (1 if wide[1] else 0)
+    words = [IndexWords(ix, w) for ix, w in zip(indices, wide[1:], strict=True)]
+    n_idx = words[0].count
+    outer, (x_outer, o_outer), block, (x_bstep, o_bstep) = _layout(x, out, d, k, m)
+    _, (o_nstep,) = _one_walk([out.dims[d:d + m]], "the output's index dims")
+    strides = [x.dims[d + j][0] for j in range(k)]
+    steps = math.prod(outer) * len(_chunks(n_idx, P)) * len(_chunks(block, BLOCK_MAX))
+    if steps > MAX_DMAS:
+        raise Declined(f"{steps} DMAs")
+    for idx in itertools.product(*(range(n) for n in outer)):
+        xb = x.offset + sum(i * s for i, s in zip(idx, x_outer, strict=True))
+        ob = out.offset + sum(i * s for i, s in zip(idx, o_outer, strict=True))
+        for n0, p in _chunks(n_idx, P):
+            offs = _offsets(words, strides, n0, p)
+            for c0, c in _chunks(block, BLOCK_MAX):
+                dst = out.ap([[o_nstep, p], [o_bstep, c]], offset=ob + n0 * o_nstep + c0 * o_bstep)
+                nisa.dma_copy(dst=dst, src=_indexed(x, xb + c0 * x_bstep, offs, p, x_bstep, c))
+
+
+def put_kernel(x, values, *indices, d, wide, broadcast):
+    """``x[o, idx_0[n], ..., b] = values[o, n, b]`` (``broadcast``: one 0-dim value everywhere)."""
+    k, m = len(indices), len(indices[0].shape) - (1 if wide[1] else 0)
+    words = [IndexWords(ix, w) for ix, w in zip(indices, wide[1:], strict=True)]
+    n_idx = words[0].count
+    like = values if not broadcast else x  # (a 0-dim value: only x's layout matters)
+    if broadcast:
+        outer, x_outer = coalesce([x.dims[:d]])[0], coalesce([x.dims[:d]])[1][0]
+        block, (x_bstep,) = _one_walk([x.dims[d + k:]], "the blocks after the indexed dims")
+        v_outer, v_nstep, v_bstep = [0] * len(outer), 0, 0
+    else:
+        outer, (x_outer, v_outer), block, (x_bstep, v_bstep) = _layout(x, like, d, k, m)
+        _, (v_nstep,) = _one_walk([values.dims[d:d + m]], "the values' index dims")
+    strides = [x.dims[d + j][0] for j in range(k)]
+    steps = math.prod(outer) * len(_chunks(n_idx, P)) * len(_chunks(block, BLOCK_MAX))
+    if steps > MAX_DMAS:
+        raise Declined(f"{steps} DMAs")
+    for idx in itertools.product(*(range(n) for n in outer)):
+        xb = x.offset + sum(i * s for i, s in zip(idx, x_outer, strict=True))
+        vb = values.offset + sum(i * s for i, s in zip(idx, v_outer, strict=True))
+        for n0, p in _chunks(n_idx, P):
+            offs = _offsets(words, strides, n0, p)
+            for c0, c in _chunks(block, BLOCK_MAX):
+                t = nl.ndarray((p, c), dtype=x.dtype, buffer=nl.sbuf)
+                src = values.ap([[v_nstep, p], [v_bstep, c]], offset=vb + n0 * v_nstep + c0 * v_bstep)
+                nisa.dma_copy(dst=t, src=src)
+                nisa.dma_copy(dst=_indexed(x, xb + c0 * x_bstep, offs, p, x_bstep, c), src=t)
+
+
+# ---------------------------------------------------------------- planners
+
+
+def _index_dims(x, indices) -> tuple[int, list] | None:
+    """(first indexed dim, the index tensors) when they are consecutive device int tensors of one
+    shape; None otherwise."""
+    if not isinstance(indices, list | tuple) or not indices:
+        return None
+    present = [i for i, t in enumerate(indices) if t is not None]
+    if not present or present != list(range(present[0], present[-1] + 1)):
+        return None
+    tensors = [indices[i] for i in present]
+    if any(not isinstance(t, torch.Tensor) or t.is_cpu or t.dtype not in INDEX_DTYPES for t in tensors):
+        return None
+    if len({tuple(t.shape) for t in tensors}) != 1 or tensors[0].dim() == 0:
+        return None
+    return present[0], tensors
+
+
+def _position(call: Call, t) -> int:
+    return next(i for i, u in enumerate(call.inputs) if u is t)
+
+
+@native("aten::index.Tensor")
+def plan_index(call: Call) -> Launch | None:
+    x = call.arg(0, "self")
+    found = _index_dims(x, call.arg(1, "indices"))
+    if found is None or call.inputs[0] is not x:
+        return None
+    d, tensors = found
+    out = call.outputs[0]
+    if out.dtype != x.dtype:
+        return None
+    positions = [_position(call, t) for t in tensors]
+    sizes = [x.shape[d + j] for j in range(len(tensors))]
+    wide = (x.dtype is torch.int64, *(t.dtype is torch.int64 for t in tensors))
+    admit = _admit_at(positions, sizes, x.numel() * (2 if wide[0] else 1))
+    return Launch(gather_kernel, (OUT(0), IN(0), *(IN(p) for p in positions)), {"d": d, "wide": wide},
+                  admit=admit)
+
+
+def _admit_at(positions: list[int], sizes: list[int], span: int, distinct: bool = False):
+    """Every index within its dim (the host wraps negative ones, or raises), offsets exact in fp32,
+    and (``distinct``: a scatter of several values) no block named twice, which ATen leaves
+    undefined."""
+    def admit(inputs) -> bool:
+        if span >= EXACT or not all(indices_within(inputs[p], n) for p, n in zip(positions, sizes, strict=True)):
+            return False
+        if not distinct:
+            return True
+        flat = torch.zeros_like(inputs[positions[0]], dtype=torch.int64)
+        for p, n in zip(positions, sizes, strict=True):
+            flat = flat * n + inputs[p]
+        return flat.unique().numel() == flat.numel()
+    return admit
+
+
+@native("aten::_index_put_impl_.default", "aten::index_put_.default")
+def plan_index_put(call: Call) -> Launch | None:
+    x, values = call.arg(0, "self"), call.arg(2, "values")
+    if call.arg(3, "accumulate", False) or call.inputs[0] is not x:
+        return None
+    found = _index_dims(x, call.arg(1, "indices"))
+    if found is None or not isinstance(values, torch.Tensor) or values.is_cpu or values.dtype != x.dtype:
+        return None
+    d, tensors = found
+    k = len(tensors)
+    indexed_shape = (*x.shape[:d], *tensors[0].shape, *x.shape[d + k:])
+    broadcast = values.dim() == 0
+    if not broadcast and tuple(values.shape) != indexed_shape:
+        return None  # (values broadcast along some dims: the host)
+    if broadcast and x.dtype is torch.int64:
+        return None  # (one int64 value repeated: its two words alternate, not one stride-0 walk)
+    positions = [_position(call, t) for t in tensors]
+    sizes = [x.shape[d + j] for j in range(k)]
+    wide = (x.dtype is torch.int64, *(t.dtype is torch.int64 for t in tensors))
+    admit = _admit_at(positions, sizes, x.numel() * (2 if wide[0] else 1), distinct=not broadcast)
+    vpos = _position(call, values)
+    return Launch(put_kernel, (OUT(0), IN(vpos), *(IN(p) for p in positions)),
+                  {"d": d, "wide": wide, "broadcast": broadcast}, admit=admit)

@@ -1,0 +1,233 @@
+"""Tiered execution: run a compile unit's interpreted form until its machine code is ready.
+
+On a cold cache Numba used to make the first Program wait for minutes. The ``tiered`` executor (the
+default) never compiles in the caller's thread. Each compile unit — the executor's loop, the
+scheduler, one kernel per opcode (``warmup.UNITS``) — is, at its first use in a process:
+
+- loaded from the disk cache if an earlier run (or another process) put it there: milliseconds;
+- else handed to a worker process (``compile_worker.py``) that compiles it into the shared cache
+  under the cache's compile lock, while the caller runs the unit's interpreted form: its
+  instructions on the reference executor (bit for bit what the kernels compute:
+  tests/sim/test_executors.py), the scheduler's own Python source (the same float64 operations);
+- loaded once the worker says it is ready (at its next use).
+
+Results and cycle counts are the same whichever tier ran. The worker compiles one unit at a time:
+the loop and the scheduler first, then the unit whose interpreted form has taken the most time so
+far. When the process exits, the worker is handed what is left and finishes it on its own, at a
+lower priority, so that the next run finds everything this one used in the cache. A process that
+cannot start the worker compiles in place, as the ``numba`` executor always does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import FunctionType
+
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.registry import CPUDispatcher
+
+from neuronsim.sim import _numba_cache
+
+WORKER_LOCK = ".workers.lock"  # held shared by every live worker of a cache directory
+_FIRST = ("loop", "scheduler")  # what makes everything else fast: compiled before any kernel
+
+
+def load_cached(dispatcher, sig: tuple) -> bool:
+    """Load ``dispatcher``'s machine code for ``sig`` if it is in the disk cache; compiles nothing."""
+    if sig in dispatcher.overloads:
+        return True
+    with global_compiler_lock:  # as Dispatcher.compile does when it finds the signature cached
+        if sig in dispatcher.overloads:
+            return True
+        cres = dispatcher._cache.load_overload(sig, dispatcher.targetctx)
+        if cres is None:
+            return False
+        dispatcher._cache_hits[sig] += 1
+        if not cres.objectmode:
+            dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        dispatcher.add_overload(cres)
+    return True
+
+
+def interpreted(dispatcher) -> Callable:
+    """``dispatcher``'s Python source as plain Python; the Numba functions of the same module it
+    calls are run as Python too (no compile)."""
+    fn = _interpreted.get(dispatcher)
+    if fn is None:
+        py = dispatcher.py_func
+        names = dict(py.__globals__)
+        for name, value in py.__globals__.items():
+            if isinstance(value, CPUDispatcher) and value.py_func.__module__ == py.__module__:
+                f = value.py_func
+                names[name] = FunctionType(f.__code__, names, f.__name__, f.__defaults__, f.__closure__)
+        fn = _interpreted[dispatcher] = FunctionType(py.__code__, names, py.__name__, py.__defaults__,
+                                                     py.__closure__)
+    return fn
+
+
+_interpreted: dict = {}
+
+
+# ---------------------------------------------------------------- per-unit state of this process
+
+_PENDING, _READY, _LOADED = "pending", "ready", "loaded"
+
+
+class _Units:
+    """What this process knows of each unit, and its worker."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.state: dict[str, str] = {}
+        self.seconds: dict[str, float] = {}  # time spent in each pending unit's interpreted form
+        self.worker: subprocess.Popen | None = None
+        self.worker_failed = False
+        self.sent: str | None = None  # the unit the worker is compiling
+        self.failed: set[str] = set()  # units the worker could not compile
+
+    # -- the worker
+    def start_worker(self) -> bool:
+        if self.worker is not None:
+            return True
+        if self.worker_failed:
+            return False
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        cache = _numba_cache.cache_dir()
+        try:
+            log = open(cache / "background.err", "ab")  # noqa: SIM115 - the worker's stderr
+        except OSError:
+            log = subprocess.DEVNULL
+        # The worker's lock, taken here and inherited: held from before the worker exists until it ends.
+        lock = os.open(cache / WORKER_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            self.worker = subprocess.Popen(
+                [sys.executable, "-m", "neuronsim.sim.compile_worker", str(lock)], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True, text=True, bufsize=1,
+                pass_fds=(lock,))
+        except OSError:
+            self.worker_failed = True
+            return False
+        finally:
+            os.close(lock)
+            if log is not subprocess.DEVNULL:
+                log.close()
+        threading.Thread(target=self._read, args=(self.worker,), name="neuronsim-compile-worker",
+                         daemon=True).start()
+        return True
+
+    def _read(self, worker: subprocess.Popen) -> None:
+        for line in worker.stdout:
+            word, _, unit = line.strip().partition(" ")
+            with self.lock:
+                if word == "failed":
+                    self.failed.add(unit)
+                if self.state.get(unit) == _PENDING:
+                    self.state[unit] = _READY
+                if self.sent == unit:
+                    self.sent = None
+                self.send_next()
+        with self.lock:  # the worker is gone: what is still pending compiles in place
+            self.worker_failed = True
+            for unit, state in self.state.items():
+                if state == _PENDING:
+                    self.failed.add(unit)
+                    self.state[unit] = _READY
+
+    def send_next(self) -> None:
+        """Hand the worker the most wanted pending unit if it is idle (``lock`` held)."""
+        if self.sent is not None or self.worker is None or self.worker_failed:
+            return
+        pending = [u for u, s in self.state.items() if s == _PENDING and u not in self.failed]
+        if not pending:
+            return
+        unit = max(pending, key=lambda u: (u in _FIRST, self.seconds.get(u, 0.0)))
+        if self._write(unit + "\n"):
+            self.sent = unit
+
+    def _write(self, text: str) -> bool:
+        try:
+            self.worker.stdin.write(text)
+            self.worker.stdin.flush()
+            return True
+        except (OSError, ValueError):
+            self.worker_failed = True
+            return False
+
+    def hand_over(self) -> None:
+        """At exit: the worker gets every unit still pending and finishes them on its own."""
+        with self.lock:
+            if self.worker is None or self.worker_failed:
+                return
+            rest = sorted((u for u, s in self.state.items() if s == _PENDING and u != self.sent),
+                          key=lambda u: -self.seconds.get(u, 0.0))
+            if rest:
+                self._write("".join(u + "\n" for u in rest))
+            try:
+                self.worker.stdin.close()
+            except OSError:
+                pass
+            self.worker.returncode = 0  # it runs on after this process: no "still running" warning
+
+    def after_fork(self) -> None:
+        """A forked child has its own units and starts its own worker (the parent's is not its)."""
+        self.__init__()
+
+
+_units = _Units()
+atexit.register(_units.hand_over)
+os.register_at_fork(after_in_child=_units.after_fork)
+
+
+def available(unit: str, load: Callable[[], bool], compile_here: Callable[[], object]) -> bool:
+    """Whether ``unit``'s machine code can run now. ``load`` loads it from the disk cache (False if
+    it is not there); ``compile_here`` compiles it in this thread, the fallback when the worker
+    cannot (it failed to start, died, or reported the unit failed: its error then shows here)."""
+    u = _units
+    state = u.state.get(unit)
+    if state == _LOADED:
+        return True
+    if state == _PENDING:
+        return False
+    if load():
+        u.state[unit] = _LOADED
+        return True
+    with u.lock:
+        fallback = state == _READY or unit in u.failed or not u.start_worker()
+        if not fallback:
+            u.state[unit] = _PENDING
+            u.send_next()
+            return False
+    compile_here()  # the worker's compile is not loadable here (or there is no worker)
+    u.state[unit] = _LOADED
+    return True
+
+
+def ran_interpreted(unit: str, seconds: float) -> None:
+    """Count time spent in ``unit``'s interpreted form: the worker compiles the costliest first."""
+    _units.seconds[unit] = _units.seconds.get(unit, 0.0) + seconds
+
+
+def pending_units() -> frozenset[str]:
+    return frozenset(u for u, s in _units.state.items() if s == _PENDING)
+
+
+def wait_for_workers(cache: Path | None = None) -> None:
+    """Block until no worker compiles into ``cache`` (default: this version's cache directory)."""
+    path = (cache or _numba_cache.cache_dir()) / WORKER_LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # workers hold it shared while they live
+    finally:
+        os.close(fd)

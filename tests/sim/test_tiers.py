@@ -1,0 +1,159 @@
+"""The tiered executor (sim/tiers.py): a Program gives the same bytes and cycle counts whether its
+instructions ran as machine code or, while their kernels compile, on the reference executor (and
+its schedule from the scheduler's Python source); a kernel that raises is an error naming the
+instruction; a cold process runs at once while a worker fills the cache, and the next process
+loads what the worker compiled."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import njit
+from test_executors import _inputs, random_program, run_snapshot
+
+import neuronsim
+from neuronsim import sim
+from neuronsim.errors import KernelFaultError
+from neuronsim.sim import ProgramBuilder, execute_numba, tiers
+from neuronsim.sim.ir import Opcode, Program
+
+_ROOT = Path(neuronsim.__file__).resolve().parent.parent
+
+
+class _Cold:
+    """This process as if none of ``units`` were compiled yet and the worker were compiling them:
+    their uses take the interpreted tier (no worker is started: they are pending already)."""
+
+    def __init__(self, units):
+        self.units = set(units) | {"loop", "scheduler"}
+
+    def __enter__(self):
+        self.entries = execute_numba.ENTRIES.copy()
+        self.state = dict(tiers._units.state)
+        self.seconds = dict(tiers._units.seconds)
+        self.loop = dict(execute_numba.run_encoded.overloads)
+        self.scheduler = dict(sim.schedule.schedule_arrays.overloads)
+        execute_numba.ENTRIES[:] = 0
+        execute_numba.run_encoded.overloads.clear()
+        sim.schedule.schedule_arrays.overloads.clear()
+        for unit in self.units:
+            tiers._units.state[unit] = "pending"
+        return self
+
+    def interpreted_seconds(self, unit: str) -> float:
+        return tiers._units.seconds.get(unit, 0.0) - self.seconds.get(unit, 0.0)
+
+    def __exit__(self, *exc):
+        execute_numba.ENTRIES[:] = self.entries
+        execute_numba.run_encoded.overloads.update(self.loop)
+        sim.schedule.schedule_arrays.overloads.update(self.scheduler)
+        tiers._units.state.clear()
+        tiers._units.state.update(self.state)
+
+
+def _fresh(program: Program) -> Program:
+    """The same instructions as a new Program object (``prepare`` caches per object)."""
+    return Program(program.name, program.tensors, program.instructions)
+
+
+def test_a_program_gives_the_same_bytes_and_cycles_on_every_tier():
+    tried = 0
+    for seed in range(40):
+        _, program = random_program(random.Random(seed), seed, length=6)
+        if program.has_control:  # branching Programs run their kernels compiled in place (not tiered)
+            continue
+        tried += 1
+        if tried > 8:
+            break
+        inputs = _inputs(program, seed)
+        compiled = run_snapshot(program, inputs, "numba")
+        compiled_timeline = sim.prepare(program, "trn2", uninitialized_memory="zero", tiered=False).timeline
+        opcodes = {ins.opcode.name.lower() for ins in program.instructions}
+        cold_program = _fresh(program)
+        with _Cold(opcodes) as cold:
+            interpreted = run_snapshot(cold_program, inputs, "tiered")
+            assert not execute_numba.loaded_opcodes(), "a kernel was loaded: nothing ran interpreted"
+            assert cold.interpreted_seconds("scheduler") > 0
+            assert all(cold.interpreted_seconds(op) > 0 for op in opcodes)
+        timeline = sim.prepare(cold_program, "trn2", uninitialized_memory="zero").timeline
+        for name in compiled:
+            np.testing.assert_array_equal(interpreted[name], compiled[name], err_msg=f"seed {seed}: {name}")
+        for field in ("start_ns", "end_ns", "done_ns", "issue_ns", "pre_start_ns", "pre_done_ns"):
+            np.testing.assert_array_equal(getattr(timeline, field), getattr(compiled_timeline, field),
+                                          err_msg=f"seed {seed}: {field}")
+        assert timeline.total_ns == compiled_timeline.total_ns
+
+
+@njit(cache=False)
+def _raising_kernel(row, frow, bases):
+    if row[0] >= 0:
+        raise ValueError("a kernel bug")
+
+
+def test_a_kernel_that_raises_is_an_error_naming_the_instruction(capfd):
+    b = ProgramBuilder("raises")
+    tile = b.sbuf("tile", (4, 8), "float32")
+    b.emit(Opcode.MEMSET, tile, [], location="kernel.py:7", value=1.0)
+    program = b.build()
+    sim.run(program, executor="numba")  # MEMSET's kernel is loaded
+    _raising_kernel.compile(execute_numba.KERNEL_ARGS)
+    saved = execute_numba.ENTRIES[Opcode.MEMSET]
+    execute_numba.ENTRIES[Opcode.MEMSET] = execute_numba.entry_address(_raising_kernel)
+    try:
+        with pytest.raises(KernelFaultError, match=r"kernel\.py:7: memset on vector: the MEMSET kernel raised"):
+            sim.run(_fresh(program), executor="numba")
+    finally:
+        execute_numba.ENTRIES[Opcode.MEMSET] = saved
+    assert "a kernel bug" not in capfd.readouterr().err  # raised, not printed by Numba's wrapper
+
+
+# A process on a fresh cache runs a Program at once (reference tier, interpreted scheduler) and
+# waits for its worker; the next process finds every unit in the cache and runs machine code only.
+_CHILD = r'''
+import json, sys
+import numpy as np
+from neuronsim import sim
+from neuronsim.sim import ProgramBuilder, Opcode, execute_numba, tiers
+b = ProgramBuilder("two_tiers")
+a = b.sbuf("a", (8, 16), "float32")
+t = b.psum("t", (16, 8), "float32")
+b.emit(Opcode.MEMSET, a, [], location="child:1", value=3.5)
+b.emit(Opcode.NC_TRANSPOSE, t, [a], location="child:2")
+program = b.build()
+result = sim.run(program)
+from neuronsim.sim.memory.state import core_memory
+core = core_memory(result.prepared.chip)
+placement = result.prepared.placement
+tile = core.psum[placement.start_partition[t.id]:placement.start_partition[t.id] + 16,
+                 placement.byte_offset[t.id]:placement.byte_offset[t.id] + 32].copy()
+print(json.dumps({"bytes": tile.reshape(-1).tolist(), "total_ns": result.timeline.total_ns,
+                  "pending": sorted(tiers.pending_units()),
+                  "loaded": sorted(op.name for op in execute_numba.loaded_opcodes())}))
+'''
+
+
+@pytest.mark.slow
+def test_a_cold_process_runs_at_once_and_the_next_loads_what_its_worker_compiled(tmp_path):
+    env = dict(os.environ, NEURON_SIM_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("NEURON_SIM_EXECUTOR", None)
+
+    def child() -> dict:
+        proc = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    cold = child()
+    assert cold["pending"] and not cold["loaded"], cold  # it ran before anything was compiled
+    tiers.wait_for_workers(next(tmp_path.iterdir()))
+    warm = child()
+    assert warm["pending"] == [] and warm["loaded"] == ["MEMSET", "NC_TRANSPOSE"], warm
+    assert warm["bytes"] == cold["bytes"] and warm["total_ns"] == cold["total_ns"]
+    assert np.frombuffer(bytes(warm["bytes"]), np.float32).tolist() == [3.5] * 128
