@@ -22,6 +22,7 @@ import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels.bridge import FLOAT_DTYPES, numpy_dtype
 from neuronsim.kernels.elementwise import SMALL_INTS, elementwise, low_words
+from neuronsim.kernels.elementwise_chains import fill
 from neuronsim.kernels.registry import IN, OUT, Call, Launch, native
 from neuronsim.kernels.tiling import elementwise_tiles
 from neuronsim.sim.ir import AluOp
@@ -136,3 +137,24 @@ def plan_cat(call: Call) -> Launch | None:
     dim = call.arg(1, "dim", 0) % out.dim()
     kept = [i for i in kept if call.inputs[i].shape[dim]]  # (empty along dim: nothing to copy)
     return Launch(cat, (OUT(0), *(IN(i) for i in kept)), {"dim": dim})
+
+
+def select_backward(out, grad, *, dim, index):
+    """Zeros, then ``grad`` DMA'd into the selected slice (``grad`` viewed with ``dim`` as size 1)."""
+    elementwise(out, compute=fill, params={"value": 0.0})
+    dims = [list(d) for d in grad.dims] if grad.shape else []
+    src = grad.ap(dims[:dim] + [[0, 1]] + dims[dim:], offset=grad.offset)
+    copy(out.slice(dim, index, index + 1), src)
+
+
+@native("aten::select_backward.default")
+def plan_select_backward(call: Call) -> Launch | None:
+    """The gradient of ``x[:, 0]`` (a classifier's first token, ViT's class token)."""
+    (grad,) = call.inputs
+    out = call.outputs[0]
+    if grad.dtype not in FLOAT_DTYPES or out.dtype != grad.dtype or not out.is_contiguous():
+        return None
+    dim = call.arg(2, "dim") % out.dim()
+    index = call.arg(3, "index")
+    index = index + out.shape[dim] if index < 0 else index
+    return Launch(select_backward, (OUT(0), IN(0)), {"dim": dim, "index": index})

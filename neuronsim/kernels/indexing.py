@@ -391,7 +391,7 @@ def _fill_from_tensor(dst, x, mask, value):
     select(dst, mask, value, x)
 
 
-@native("aten::where.self")
+@native("aten::where.self", "aten::where.self_out")
 def plan_where(call: Call) -> Launch | None:
     cond, a, b = call.arg(0, "condition"), call.arg(1, "self"), call.arg(2, "other")
     out = call.outputs[0]

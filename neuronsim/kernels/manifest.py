@@ -28,6 +28,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "neuronsim.kernels.copy": (
         "aten::cat.default",
         "aten::copy_.default",
+        "aten::select_backward.default",
     ),
     "neuronsim.kernels.dropout": (
         "aten::native_dropout.default",
@@ -288,6 +289,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::masked_fill_.Scalar",
         "aten::masked_fill_.Tensor",
         "aten::where.self",
+        "aten::where.self_out",
     ),
     "neuronsim.kernels.int_reduction": (
         "aten::all.default",
@@ -308,6 +310,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::baddbmm.default",
         "aten::bmm.default",
         "aten::mm.default",
+        "aten::mm.out",
     ),
     "neuronsim.kernels.norm": (
         "aten::_fused_rms_norm.default",

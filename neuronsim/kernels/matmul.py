@@ -296,7 +296,7 @@ def _covered(call: Call, a, b, dim=2) -> bool:
     )
 
 
-@native("aten::mm.default")
+@native("aten::mm.default", "aten::mm.out")
 def plan_mm(call: Call) -> Launch | None:
     a, b = call.inputs[0], call.inputs[1]
     if len(call.inputs) != 2 or not _covered(call, a, b):

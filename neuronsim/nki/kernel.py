@@ -67,13 +67,13 @@ class Kernel:
     def __init__(
         self, fn, grid: tuple[int, ...] = (1,), options: dict | None = None, _cache=None, _lock=None
     ):
+        functools.update_wrapper(self, fn)  # first: it copies fn.__dict__, which may hold an 'fn'
         self.fn = fn
         self.grid = grid
         self.options = dict(options or {})
         self._cache: dict = {} if _cache is None else _cache
         self._lock = threading.Lock() if _lock is None else _lock
         self.trace_count = 0 if _cache is None else None
-        functools.update_wrapper(self, fn)
         try:
             self._signature = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -91,7 +91,9 @@ class Kernel:
         return self._location
 
     def __getitem__(self, grid) -> Kernel:
-        k = Kernel(self.fn, _grid(grid), self.options, self._cache, self._lock)
+        legacy_grid = getattr(self.fn, "nki_launch_grid", None)  # the legacy API's launch rules
+        k = Kernel(self.fn, _grid(legacy_grid(grid) if legacy_grid else grid), self.options, self._cache,
+                   self._lock)
         k._parent = self._parent or self
         return k
 

@@ -328,6 +328,9 @@ class TensorView:
 
     def broadcast_to(self, shape) -> TensorView:
         shape = tuple(int(s) for s in shape)
+        if index_rules.legacy and self.on_chip and self.ppair is None and len(shape) == len(self.dims) \
+                and self.dims[0][1] == 1 != shape[0]:
+            return index_rules.legacy.partition_broadcast_to(self, shape)
         t = self
         while len(t.dims) < len(shape):
             t = t.expand_dim(0 if not t.on_chip else 1)
@@ -521,15 +524,15 @@ def index_view(t: TensorView, key) -> TensorView:
 
 
 class _IndexRules(threading.local):
-    # NKI 0.1 (the legacy API) keeps an int-indexed free dimension of an on-chip tile as size 1:
-    # t[:, 0] is a [P, 1] tile (legacy/call.py sets this while a legacy kernel is traced)
-    keep_free_dims = False
+    legacy = None  # NKI 0.1's rules while a legacy kernel is traced (legacy/call.py's _IndexRules)
 
 
 index_rules = _IndexRules()
 
 
 def _index_view(t: TensorView, key) -> TensorView:
+    if index_rules.legacy is not None and (past := index_rules.legacy.past_end(t, key)) is not None:
+        return past
     for k in key:  # an index grid (the legacy API's nl.arange / nl.mgrid) does its own indexing
         if hasattr(type(k), "nki_index_grid"):
             return k.nki_index_grid(t, key)
@@ -569,8 +572,6 @@ def _index_view(t: TensorView, key) -> TensorView:
             offset += i * step
             if d == 0 and partition_dim:
                 ppair = (step, 1)
-            elif partition_dim and index_rules.keep_free_dims:
-                dims.append((step, 1))
             else:
                 last_dropped = (len(dims), step)
             continue

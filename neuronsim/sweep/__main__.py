@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="write every check as JSON")
     parser.add_argument("--list", action="store_true", help="list the architectures and scripts and exit")
     parser.add_argument("--tabulate", nargs="+", metavar="FILE.json", help="run nothing: tabulate the checks "
-                        "of earlier --json files (a sweep split over several processes) into --write")
+                        "of earlier --json files (a sweep split over several processes) into --write; a "
+                        "check in a later file replaces the same architecture and mode in an earlier one")
     args = parser.parse_args(argv)
     if args.tabulate:
         return tabulate(args.tabulate, args.write)
@@ -96,12 +97,13 @@ def tabulate(paths: list[str], write: str | None) -> int:
 
     from neuronsim.sweep import report
 
-    checks, runs = [], []
-    for path in paths:
+    checks, runs = {}, {}
+    for path in paths:  # a check or script in a later file replaces the same one in an earlier file
         with open(path) as f:
             more_checks, more_runs = report.from_json(f.read())
-        checks += more_checks
-        runs += more_runs
+        checks.update(((c.arch, c.mode), c) for c in more_checks)
+        runs.update((r.script, r) for r in more_runs)
+    checks, runs = list(checks.values()), list(runs.values())
     environment = (f"torch {torch.__version__}, transformers {transformers.__version__}, "
                    f"Python {platform.python_version()}")
     text = report.markdown(checks, runs, "python -m neuronsim.sweep --write docs/compat.md", environment)

@@ -88,3 +88,18 @@ def test_empty_inputs_and_outputs_run_natively():
     assert sum(len(c.events()) for c in clock.all_clocks().values()) == before
     assert torch.neuron.get_fallback_ops() == []
     assert {"aten::cat", "aten::zero_", "aten::exp"} <= set(torch.neuron.get_executed_ops())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_select_backward_is_zeros_and_the_gradient_in_its_slice(dtype):
+    for shape, dim, index in [((4, 7, 5), 1, 0), ((4, 7, 5), 1, -1), ((6,), 0, 3), ((2, 3, 4, 5), 3, 1)]:
+        grad = torch.randn([n for i, n in enumerate(shape) if i != dim]).to(dtype)
+        want = torch.ops.aten.select_backward(grad, list(shape), dim, index)
+        got = torch.ops.aten.select_backward(grad.to("neuron"), list(shape), dim, index)
+        assert torch.equal(got.cpu(), want)
+    x = torch.randn(4, 7, 5, requires_grad=True)  # a class token's gradient: a broadcast (stride-0) grad
+    dx = x.detach().to("neuron").requires_grad_()
+    x[:, 0].sum().backward()
+    dx[:, 0].sum().backward()
+    assert torch.equal(dx.grad.cpu(), x.grad)
+    assert torch.neuron.get_fallback_ops() == []

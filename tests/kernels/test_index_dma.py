@@ -61,3 +61,16 @@ def test_what_the_kernel_does_not_cover_runs_on_the_host():
     assert torch.equal(dacc.cpu(), acc)
     fallbacks = set(torch.neuron.get_fallback_ops())
     assert "aten::index.Tensor" in fallbacks and fallbacks & {"aten::index_put_", "aten::_index_put_impl_"}
+
+
+def test_out_variants_that_models_call_run_natively():
+    """MoE experts' ``torch.mm(..., out=)`` and compiled graphs' ``where.self_out``."""
+    a, b, cond = torch.randn(5, 7), torch.randn(7, 3), torch.randn(5, 7) > 0
+    out = torch.empty(0, device="neuron")
+    torch.mm(a.to("neuron"), b.to("neuron"), out=out)
+    torch.testing.assert_close(out.cpu(), a @ b, rtol=2e-5, atol=2e-5)
+    picked = torch.empty(5, 7, device="neuron")
+    torch.where(cond.to("neuron"), a.to("neuron"), b[0, 0].to("neuron"), out=picked)
+    assert torch.equal(picked.cpu(), torch.where(cond, a, b[0, 0]))
+    assert {"aten::mm.out", "aten::where.self_out"} <= set(torch.neuron.get_executed_ops())
+    assert torch.neuron.get_fallback_ops() == []

@@ -203,3 +203,20 @@ def test_dtypes_compare_with_numpy():
     assert nl.float32 == np.float32 and nl.bfloat16 == "bfloat16" and nl.int32 == np.dtype("int32")
     assert nl.bool_ == "bool" and nl.float32 != nl.bfloat16
     assert nl.fp32.min == np.finfo(np.float32).min
+
+
+def test_floor_ceil_trunc_are_exact_including_negative_fractions():
+    x = (X * 10).copy()
+    x[0, :5] = [-2.0, -2.5, 2.5, -1e-30, -0.0]
+    for name, ref in (("floor", np.floor), ("ceil", np.ceil), ("trunc", np.trunc)):
+        out, prog = run(getattr(nl, name), x)
+        np.testing.assert_array_equal(out, ref(x))
+        assert {i.engine for i in prog.instructions if i.opcode is not Opcode.DMA_COPY} == {Engine.VECTOR}
+    out, _ = run(functools.partial(nl.floor, dtype=nl.int32), x)
+    assert out.dtype == np.int32 and np.array_equal(out, np.floor(x))
+
+
+def test_where_broadcasts_a_one_partition_tile_across_partitions():
+    row = RNG.standard_normal((1, 64), dtype=np.float32)
+    out, _ = run(lambda a, r: nl.where(a > 0, r, 0.0), X, row)
+    np.testing.assert_array_equal(out, np.where(X > 0, row, 0.0))

@@ -244,3 +244,87 @@ def test_neuronxcc_nki_resolves_under_neuron_sim(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert "ok True neuronsim.nki.legacy" in res.stdout
     assert "legacy_kernel.py:13: nisa.tensor_scalar(...) returning its result" in res.stderr
+
+
+@nki.jit
+def scan_with_row_broadcast(x, row, acc_in):
+    p, f = x.shape
+    out = nl.ndarray((p, f), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray((p, 2, f), dtype=nl.float32)
+    acc[:, 0, :] = nl.load(acc_in)  # t[:, i, :] is [P, F] (an int-indexed middle dim goes)
+    acc[:, 1, :] = nl.load(x)
+    r = nl.load(row[0:1, 0:f])
+    wide = r.broadcast_to((p, f))  # NKI 0.1: a new tile, the row on every partition
+    for i in nl.sequential_range(2, directives=nki.compiler.no_reorder()):
+        acc[:, i, :] = nisa.tensor_tensor(acc[:, i, :], wide, op=nl.multiply)
+    total = nisa.tensor_reduce(op=nl.add, data=acc[:, 0, :], axis=1)  # [P, 1]
+    first = acc[:, 1, 0]  # t[:, i, 0]: a [P, 1] column
+    for _j in nl.affine_range(1, precise_schedule=True):
+        nl.store(out, value=acc[:, 1, :] + total + first)
+    return out
+
+
+def test_tile_broadcast_int_indexed_dims_and_scheduling_keywords():
+    x, acc = RNG.standard_normal((128, 64), np.float32), RNG.standard_normal((128, 64), np.float32)
+    row = RNG.standard_normal((4, 64), np.float32)
+    out = scan_with_row_broadcast(x, row, acc)  # called directly: NKI 0.1's rules apply to @nki.jit too
+    xr, ar = x * row[0], acc * row[0]
+    ref = xr + ar.sum(axis=1, keepdims=True) + xr[:, :1]
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@nki.jit
+def batch_copy(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    b = nl.program_id(0)
+    nl.store(out[b], value=nl.load(x[b]))
+    return out
+
+
+def test_launch_grid_of_zero_runs_one_instance():
+    x = RNG.standard_normal((1, 128, 32), np.float32)
+    np.testing.assert_array_equal(batch_copy[0](x), x)
+
+
+@nki.jit
+def pooled_rows(x):
+    n, f = x.shape  # n is not a multiple of 128: the last tile's slices run past the end
+    out = nl.ndarray((n, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range((n + 127) // 128):
+        i_p = nl.arange(128)[:, None] + t * 128
+        tile = nl.ndarray((128, f), dtype=x.dtype)
+        nisa.dma_copy(src=x[t * 128:(t + 1) * 128, 0:f], dst=tile[:, :], mask=(i_p < n))
+        acc = nl.full((128, 1), nl.finfo(x.dtype).min, dtype=nl.float32)
+        acc[:, :] = nl.maximum(acc, nl.max(tile, axis=1, mask=(i_p < n)), mask=(i_p < n))
+        nl.store(out[t * 128:(t + 1) * 128, :], value=acc, mask=(i_p < n))
+    return out
+
+
+def test_mask_binds_plain_slices_by_axis_past_the_end():
+    x = RNG.standard_normal((200, 48), np.float32)
+    np.testing.assert_array_equal(pooled_rows(x), x.max(axis=1, keepdims=True))
+
+
+@nki.jit
+def transposed_matmul(x, w):
+    out = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    g = nl.mgrid[0:128, 0:2, 0:64]
+    assert g.y is g[2] and g.x is g[1]
+    ident = nl.shared_constant(np.identity(128, dtype=np.int8), dtype=x.dtype)
+    eye = nl.load(ident)
+    xt = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.psum)
+    xt[...] = nisa.nc_matmul(nl.load(x), eye, is_transpose=True, mask=(3 < 4))  # bit-exact, x's dtype
+    xs = nl.copy(xt)
+    acc = nl.zeros((64, 64), dtype=nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(2):
+        acc[...] += nisa.nc_matmul(xs[:, k * 64:(k + 1) * 64], nl.load(w[k]), mask=(k < 2))
+    nl.store(out, value=acc)
+    return out
+
+
+def test_transpose_mode_and_a_bool_mask_accumulating_in_psum():
+    x = RNG.standard_normal((128, 128), np.float32).astype(np.float16)
+    w = RNG.standard_normal((2, 128, 64), np.float32).astype(np.float16)
+    xf, wf = x.astype(np.float32), w.astype(np.float32)
+    ref = sum(xf[k * 64:(k + 1) * 64] @ wf[k] for k in range(2))
+    np.testing.assert_allclose(transposed_matmul(x, w), ref, rtol=2e-3, atol=2e-3)

@@ -81,3 +81,18 @@ def test_json_round_trips_into_the_same_table(tmp_path):
     r.device.native_ns, r.device.fallback_ns = 1.0, 0.0
     checks, runs = report.from_json(report.as_json([c], [r]))
     assert report.markdown(checks, runs, "cmd", "env") == report.markdown([c], [r], "cmd", "env")
+
+
+def test_tabulating_several_files_keeps_the_last_check_of_each_mode(tmp_path):
+    from neuronsim.sweep.__main__ import tabulate
+
+    old, new = hf_check.Check("a", "decoder", "eager", "fail", "x"), hf_check.Check("a", "decoder", "eager")
+    for c in (old, new):
+        c.device.native_ns, c.device.fallback_ns = 1.0, 0.0
+    paths = []
+    for name, c in (("old", old), ("new", new)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(report.as_json([c]))
+    tabulate([str(p) for p in paths], str(tmp_path / "compat.md"))
+    md = (tmp_path / "compat.md").read_text()
+    assert "| eager | 1/1 (100.0%) |" in md

@@ -4,14 +4,16 @@ write a table: kernel, ran, correct, max error, trn2/trn3 time, first error, plu
 - aws-neuron/nki-library (``PATH/test/utils/unit_test_framework.py`` exists): the library's own
   ``fast`` test cases (its inputs, torch references and tolerances) run through pytest with
   neuronsim as the test orchestrator (``harness.py``); one row per case.
+- aws-neuron/nki-samples (``PATH/src/nki_samples`` exists): its legacy kernels (``neuronxcc.nki``)
+  against the repository's own mains and tutorial tests (``samples.py``); one row per kernel.
 - anything else (the SDK's ``nki/examples``, your kernels folder): every ``.py`` file importing the
-  current ``nki`` API runs as ``__main__`` with its own numpy check (``examples.py``); one row per
-  file.
+  ``nki`` API (current, or legacy ``neuronxcc.nki``) runs as ``__main__`` with its own numpy check
+  (``examples.py``); one row per file.
 
 Options: ``--out FILE`` (markdown; default stdout), ``--chips trn2,trn3``, ``-k EXPR`` (pytest
-selection for the library), ``--cases N`` (the first N cases of each library test function),
-``--timeout S`` (per example file), ``--memory GiB`` (the library's test process; a case that
-kills it is recorded as failed and the run resumes after it).
+selection for the library; a path substring for nki-samples), ``--cases N`` (the first N cases of
+each library test function), ``--timeout S`` (per example file), ``--memory GiB`` (the library's
+test process; a case that kills it is recorded as failed and the run resumes after it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from neuronsim.nki.compat.examples import find_examples, run_example
 from neuronsim.nki.compat.report import markdown
+from neuronsim.nki.compat.samples import is_samples, run_samples
 
 
 def run_library(repo: Path, chips: list[str], select: str | None, cases: int = 0,
@@ -136,10 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     chips = [c for c in args.chips.split(",") if c]
     library = (root / "test" / "utils" / "unit_test_framework.py").exists()
     if library:
-        rows = run_library(root, chips, args.select, args.cases, args.memory)
+        rows, kind = run_library(root, chips, args.select, args.cases, args.memory), "library tests"
+    elif is_samples(root):
+        rows, kind = run_samples(root, chips, args.timeout, args.select), "legacy kernels"
     else:
-        rows = run_examples(root, chips, args.timeout)
-    text = markdown(rows, chips, title=f"{root.name} ({'library tests' if library else 'examples'})")
+        rows, kind = run_examples(root, chips, args.timeout), "examples"
+    text = markdown(rows, chips, title=f"{root.name} ({kind})")
     if args.out:
         args.out.write_text(text)
     else:

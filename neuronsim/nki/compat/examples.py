@@ -1,8 +1,8 @@
 """Running kernel example scripts unchanged: each file's own ``__main__`` (its numpy check) with
 ``import nki`` resolved to neuronsim, recording every kernel launch's simulated time.
 
-A file is an example of the current API when it imports ``nki`` (``neuronxcc.nki`` is the legacy
-API, run by the legacy frontend). Its run counts as correct when it exits cleanly and prints no
+A file is an example when it imports ``nki`` or the legacy ``neuronxcc.nki`` (run by the legacy
+frontend, ``neuronsim/nki/legacy``). Its run counts as correct when it exits cleanly and prints no
 mismatch (the SDK's examples print "NKI and NumPy match" or ``matches? True`` and assert). Files
 whose main needs a framework neuronsim does not provide (``torch_xla``, ``jax``) are reported as
 such, not as kernel failures.
@@ -22,26 +22,34 @@ from pathlib import Path
 
 _CURRENT_API = re.compile(r"^\s*(import nki\b|from nki(\.\w+)* import)", re.M)
 _LEGACY_API = re.compile(r"^\s*(import neuronxcc|from neuronxcc)", re.M)
-_MISMATCH = re.compile(r"\b(differ|mismatch|do not match|don't match|matches\? False)\b", re.I)
+_MISMATCH = re.compile(r"\b(differ|mismatch|do not match|don't match|matches\? False|is close\W*False)\b",
+                       re.I)
 _FRAMEWORKS = ("torch_xla", "jax")
 
 
 def find_examples(root: Path) -> list[Path]:
-    """The ``.py`` files under ``root`` written against the current NKI API."""
+    """The ``.py`` files under ``root`` written against the NKI API (current or legacy)."""
     found = []
     for path in sorted(root.rglob("*.py")):
         text = path.read_text(errors="replace")
-        if _CURRENT_API.search(text) and not _LEGACY_API.search(text):
+        if _CURRENT_API.search(text) or _LEGACY_API.search(text):
             found.append(path)
     return found
 
 
-def run_example(path: Path, chip: str, timeout: float = 900.0, in_process: bool = False) -> dict:
-    """Run ``path`` as ``__main__`` on ``chip``; the row: ran, correct, seconds, first error."""
+def run_example(path: Path, chip: str, timeout: float = 900.0, in_process: bool = False,
+                call: str | None = None, path_extra: list | None = None) -> dict:
+    """Run ``path`` as ``__main__`` on ``chip`` — or, with ``call``, run it as a module and then
+    evaluate the expression ``call`` in its namespace (a test function of the file, e.g.
+    ``test_attn_tutorial("accuracy", attn_fwd_v3)``); the row: ran, correct, seconds, first error,
+    and ``kernels``, each launched kernel's name and simulated seconds (its last launch)."""
     if in_process:
-        return _run_here(path, chip)
+        return _run_here(path, chip, call)
     env = dict(os.environ, NEURON_SIM="1", NEURON_SIM_CHIP=chip)
-    cmd = [sys.executable, "-m", "neuronsim.nki.compat.examples", str(path), chip]
+    if path_extra:  # e.g. a repository's src/ folder, as its README asks for its tests
+        paths = [*map(str, path_extra), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    cmd = [sys.executable, "-m", "neuronsim.nki.compat.examples", str(path), chip, *([call] if call else [])]
     try:
         res = subprocess.run(cmd, env=env, cwd=path.parent, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -54,7 +62,7 @@ def run_example(path: Path, chip: str, timeout: float = 900.0, in_process: bool 
     return json.loads(lines[-1][len("@@compat "):])
 
 
-def _run_here(path: Path, chip: str) -> dict:
+def _run_here(path: Path, chip: str, call: str | None = None) -> dict:
     """Run the file in this process (alias, chip and launch recording undone afterwards)."""
     from neuronsim.nki import launch
     from neuronsim.nki.profile import layout
@@ -62,11 +70,13 @@ def _run_here(path: Path, chip: str) -> dict:
     from neuronsim.options import options as sim_options
 
     launches: list[float] = []
+    kernels: dict[str, float] = {}
     record = launch.record_launch
 
     def recording(traced, runs, issued):
         placed = layout(runs, traced.chip)
         launches.append(max((off + r.timeline.total_ns for *_, off, r in placed), default=0.0) * 1e-9)
+        kernels[traced.name] = launches[-1]
         return record(traced, runs, issued)
 
     saved_path, saved_meta, saved_mods = list(sys.path), list(sys.meta_path), set(sys.modules)
@@ -80,7 +90,11 @@ def _run_here(path: Path, chip: str) -> dict:
         sys.argv = [str(path)]
         os.chdir(path.parent)
         with sim_options(chip=chip), contextlib.redirect_stdout(out):
-            runpy.run_path(str(path), run_name="__main__")
+            if call is None:
+                runpy.run_path(str(path), run_name="__main__")
+            else:
+                namespace = runpy.run_path(str(path), run_name=path.stem)
+                eval(call, namespace)  # noqa: S307 (a call the runner's caller names, in the file)
         row["ran"] = True
     except SystemExit as exc:
         row["ran"] = exc.code in (0, None)
@@ -98,6 +112,7 @@ def _run_here(path: Path, chip: str) -> dict:
                 sys.modules.pop(name, None)
     mismatch = _MISMATCH.search(out.getvalue())
     row["launches"] = len(launches)
+    row["kernels"] = kernels
     row["seconds"] = sum(launches) if launches else None
     row["correct"] = row["ran"] and mismatch is None and bool(launches)
     if row["ran"] and mismatch is not None:
@@ -118,7 +133,7 @@ def _describe(exc: BaseException) -> str:
 def main(argv: list[str]) -> int:
     """``python -m neuronsim.nki.compat.examples FILE CHIP``: one example in a fresh process."""
     path, chip = Path(argv[0]).resolve(), argv[1]
-    row = _run_here(path, chip)
+    row = _run_here(path, chip, argv[2] if len(argv) > 2 else None)
     print("@@compat " + json.dumps(row), flush=True)
     return 0
 

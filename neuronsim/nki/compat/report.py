@@ -11,7 +11,8 @@ _REASONS = (
     # dataclass without one of its fields)
     ("broken upstream", re.compile(r"IndentationError|SyntaxError|NameError: name 'Platforms'|"
                                    r"No module named 'nkilib_src\.|KeyError: 'mask_out_hbm'|"
-                                   r"missing 1 required positional argument: 'remainderIFused'")),
+                                   r"missing 1 required positional argument: 'remainderIFused'|"
+                                   r"No module named 'nki_samples\.reference'")),
     ("blocker 7 (dynamic addressing, registers, collectives, MX)",
      re.compile(r"nki\.collectives|sendrecv|register_|vector_offset|scalar_offset|quantize_mx|nc_matmul_mx"
                 r"|indirect|_x4|float8_e8m0|Scale tensor F dimension")),
@@ -19,7 +20,7 @@ _REASONS = (
     # library on hosts with hundreds of GiB)
     ("host memory", re.compile(r"^before the kernel ran: MemoryError|^the test process died")),
     ("legacy API (neuronxcc)", re.compile(r"neuronxcc|No module named 'torch_neuronx'")),
-    ("framework main", re.compile(r"^needs (torch_xla|jax)")),
+    ("framework main", re.compile(r"^needs (torch_xla|jax|diffusers)")),
     ("kernels only", re.compile(r"^no kernel launched")),
 )
 

@@ -6,11 +6,21 @@
 
 from __future__ import annotations
 
-from neuronsim.errors import UnsupportedError
+import numpy as np
+
+from neuronsim.errors import ConstraintError, UnsupportedError
 from neuronsim.nki import isa as _isa
 from neuronsim.nki.language.creation import full
 from neuronsim.nki.language.dtypes import bool_
-from neuronsim.nki.language.tensor import binary, is_tile, new_tile, result_dtype, sim_dtype, unary_alu
+from neuronsim.nki.language.tensor import (
+    binary,
+    is_tile,
+    new_tile,
+    partition_broadcast,
+    result_dtype,
+    sim_dtype,
+    unary_alu,
+)
 from neuronsim.nki.trace import caller_location
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import ActFunc, AluOp
@@ -131,7 +141,16 @@ def logical_not(x, dtype=bool_):
 
 
 def where(condition, x, y, dtype=None):
-    """``x`` where ``condition`` else ``y`` (new SBUF tile; VectorE select)."""
+    """``x`` where ``condition`` else ``y`` (new SBUF tile; VectorE select). Tiles broadcast as in
+    ``numpy.where``: along free dims by access pattern, a 1-partition tile across partitions as
+    ``nl.broadcast_to`` does it."""
+    tiles = [v for v in (condition, x, y) if is_tile(v)]
+    try:
+        shape = tuple(int(n) for n in np.broadcast_shapes(*(v.shape for v in tiles)))
+    except ValueError:
+        raise ConstraintError(f"nl.where: operand shapes {[v.shape for v in tiles]} do not broadcast",
+                              location=caller_location()) from None
+    condition, x, y = (_broadcast_tile(v, shape) for v in (condition, x, y))
     like = x if is_tile(x) else y if is_tile(y) else condition
     d = (
         sim_dtype(dtype)
@@ -146,6 +165,16 @@ def where(condition, x, y, dtype=None):
     out = new_tile(like.shape, d, "where")
     _isa.select_reduce(out, condition, on_true, y)
     return out
+
+
+def _broadcast_tile(v, shape):
+    if not is_tile(v) or v.shape == shape:
+        return v
+    if len(v.shape) != len(shape):
+        v = v.reshape((1,) * (len(shape) - len(v.shape)) + tuple(v.shape))
+    if v.shape[0] != shape[0]:
+        v = partition_broadcast(v, shape[0], "where.broadcast")
+    return v.broadcast_to(shape) if v.shape != shape else v
 
 
 def _unsupported(name: str):
@@ -163,9 +192,38 @@ def _unsupported(name: str):
 cos = _unsupported("cos")
 tan = _unsupported("tan")
 arctan = _unsupported("arctan")
-ceil = _unsupported("ceil")
-floor = _unsupported("floor")
-trunc = _unsupported("trunc")
+
+
+def _rounded(x, dtype, tag: str, toward):
+    """``trunc``/``floor``/``ceil`` on VectorE, exact for every float: ``t = x - fmod(x, 1)`` is
+    ``x`` toward zero; ``floor`` subtracts 1 where ``t > x`` (a negative fraction), ``ceil`` adds 1
+    where ``t < x``. Intermediates in float32 (the ALU's precision); the result in ``dtype``."""
+    if not is_tile(x):
+        raise TypeError(f"nl.{tag} takes a tile, got {type(x).__name__}")
+    out = x.dtype if dtype is None else dtype
+    f32 = DType.float32
+    t = binary(x, binary(x, 1.0, AluOp.mod, f32, tag), AluOp.subtract, f32 if toward else out, tag)
+    if not toward:
+        return t
+    step = binary(t, x, AluOp.greater if toward < 0 else AluOp.less, f32, tag)
+    return binary(t, step, AluOp.subtract if toward < 0 else AluOp.add, out, tag)
+
+
+def trunc(x, dtype=None):
+    """``x`` rounded toward zero, element-wise (two VectorE ALU passes)."""
+    return _rounded(x, dtype, "trunc", 0)
+
+
+def floor(x, dtype=None):
+    """The largest integer ``<= x``, element-wise (four VectorE ALU passes)."""
+    return _rounded(x, dtype, "floor", -1)
+
+
+def ceil(x, dtype=None):
+    """The smallest integer ``>= x``, element-wise (four VectorE ALU passes)."""
+    return _rounded(x, dtype, "ceil", 1)
+
+
 gelu_apprx_sigmoid = _unsupported("gelu_apprx_sigmoid")
 gelu_apprx_sigmoid_dx = _unsupported("gelu_apprx_sigmoid_dx")
 silu_dx = _unsupported("silu_dx")

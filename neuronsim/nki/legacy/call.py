@@ -12,9 +12,19 @@ from neuronsim.errors import UnsupportedError
 from neuronsim.nki.kernel import Kernel
 from neuronsim.nki.language import tensor as _lt
 from neuronsim.nki.legacy import hints
-from neuronsim.nki.legacy.grid import GridTensor, Mask, Placement, masks_of_results, positions_of, resolve
+from neuronsim.nki.legacy.grid import (
+    GridTensor,
+    Mask,
+    Placement,
+    by_axis,
+    masks_of_results,
+    positions_of,
+    resolve,
+    slice_grid_view,
+)
 from neuronsim.nki.tensor import index_rules
 from neuronsim.nki.trace import caller_location
+from neuronsim.nki.types import DynSlice
 
 
 def materialize(x):
@@ -59,7 +69,9 @@ def run(fn, args, kwargs, mask=None):
     if ranges is None:
         return Skipped()
     grids = [a for a in list(args) + list(kwargs.values()) if isinstance(a, GridTensor)]
-    placement = Placement(_with_results(positions_of(grids, ranges), list(args) + list(kwargs.values())))
+    ranges, extra = by_axis(grids, mask, ranges)
+    placement = Placement(_with_results({**extra, **positions_of(grids, ranges)},
+                                        list(args) + list(kwargs.values())))
     args, kwargs = _map(args, kwargs, lambda a: placement.narrow(resolve(a, ranges)))
     if any(p[2] == 0 for p in placement.positions.values()):
         return _empty_result(fn, args, kwargs, placement)
@@ -135,8 +147,9 @@ def run_into(emit, shape, dtype, buffer, operands, mask, result_axes=None):
         return Skipped(shape, dtype, buffer)
     operands = [materialize(o) for o in operands]
     grids = [o for o in operands if isinstance(o, GridTensor)]
+    ranges, extra = by_axis(grids, mask, ranges)
     if result_axes is None:
-        positions = positions_of(grids, ranges)
+        positions = {**extra, **positions_of(grids, ranges)}
     else:
         positions = {}
         for j, (i, a) in enumerate(result_axes):
@@ -194,14 +207,56 @@ class _LegacyBody:
         self.__module__ = getattr(fn, "__module__", None)
 
     def __call__(self, *args, **kwargs):
-        previous, kept = _lt.result_hook.hook, index_rules.keep_free_dims
+        previous, rules = _lt.result_hook.hook, index_rules.legacy
         if previous is None:
             _lt.result_hook.hook = _columns
-        index_rules.keep_free_dims = True
+        index_rules.legacy = _IndexRules
         try:
             return self.fn(*args, **kwargs)
         finally:
-            _lt.result_hook.hook, index_rules.keep_free_dims = previous, kept
+            _lt.result_hook.hook, index_rules.legacy = previous, rules
+
+
+    @staticmethod
+    def nki_launch_grid(grid):
+        """``kernel[0]``: one instance. nki-samples' pipelined_attention launches ``flash_fwd[0]``
+        (batch 1, ``batch_id = nl.program_id(0)``) and checks the output against its CPU reference,
+        so NKI 0.1 ran it once; a grid size of 0 is read as 1."""
+        dims = grid if isinstance(grid, (tuple, list)) else (grid,)
+        if any(isinstance(n, int) and n == 0 for n in dims):
+            hints.hint("kernel[0]")
+            return type(dims)(1 if isinstance(n, int) and n == 0 else n for n in dims)
+        return grid
+
+
+class _IndexRules:
+    """NKI 0.1's indexing rules, used by ``TensorView`` while a legacy kernel is traced."""
+
+    @staticmethod
+    def past_end(t, key):
+        """``t[key]`` when a slice of ``key`` runs past the end of ``t``: NKI 0.1 checks such an
+        access under the ``mask=`` of the instruction using it (``slice_grid_view``); else None."""
+        key = key if isinstance(key, tuple) else (key,)
+        if Ellipsis in key or any(hasattr(type(k), "nki_index_grid") for k in key):
+            return None
+        for k, (_, num) in zip(key, t.dims, strict=False):
+            if isinstance(k, DynSlice):
+                k = slice(k.start, k.start + k.size)
+            bounds = (k.start, k.stop) if isinstance(k, slice) else ()
+            if any(type(b) is int and not -num <= b <= num for b in bounds):
+                return slice_grid_view(t, key)
+        return None
+
+    @staticmethod
+    def partition_broadcast_to(tile, shape):
+        """``tile.broadcast_to((P, F))`` of a 1-partition tile: NKI 0.1 copies its row onto ``P``
+        partitions through TensorE ("NKI invokes such matmul under the hood when
+        ``broadcast_input.broadcast_to((M, broadcast_input.shape[1]))`` is called", the Trainium
+        architecture guide), which is what ``nl.broadcast_to`` does."""
+        from neuronsim.nki.language.movement import broadcast_to
+
+        hints.hint("tile.broadcast_to")
+        return broadcast_to(tile, shape)
 
 
 def legacy_kernel(fn, options=None) -> Kernel:

@@ -39,6 +39,13 @@ class IndexVar:
         return f"i{id(self) % 10000}[{self.size}]"
 
 
+class SliceVar(IndexVar):
+    """The variable of a slice past the end of its tensor (:func:`slice_grid_view`): a mask
+    bounds it by the axis it walks."""
+
+    __slots__ = ()
+
+
 def _broadcast(a: tuple, b: tuple) -> tuple:
     n = max(len(a), len(b))
     a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
@@ -275,16 +282,13 @@ class _MGrid:
 
 
 class Grid(tuple):
-    """What ``nl.mgrid[...]`` returns: the index grids, also as ``.p`` (the first) and ``.x`` (the
-    second, the free dimension)."""
+    """What ``nl.mgrid[...]`` returns: the index grids, also as ``.p`` (the first, the partition
+    dimension) and ``.x``, ``.y``, ``.z`` (the free dimensions, in order)."""
 
-    @property
-    def p(self):
-        return self[0]
-
-    @property
-    def x(self):
-        return self[1]
+    p = property(lambda self: self[0])
+    x = property(lambda self: self[1])
+    y = property(lambda self: self[2])
+    z = property(lambda self: self[3])
 
 
 mgrid = _MGrid()
@@ -369,6 +373,57 @@ def grid_view(t, key) -> GridTensor:
     if not isinstance(key, tuple):
         key = (key,)
     return _grid_index(t, _key_exprs(t, key), {}, caller_location())
+
+
+def slice_grid_view(t, key) -> GridTensor:
+    """``t[256:384, ...]`` past the end of ``t`` (NKI 0.1 checks an access under the mask of the
+    instruction using it): the slices as index grids, one per result axis, so that ``mask=`` narrows
+    them by axis (:func:`axis_ranges`); used without a mask that fixes it, the access is an error."""
+    key = key if isinstance(key, tuple) else (key,)
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (len(t.dims) - len(key) + 1) + key[at + 1:]
+    key = key + (slice(None),) * (len(t.dims) - len(key))
+    n_axes = sum(1 for k in key if isinstance(k, (slice, DynSlice)))
+    exprs, axis = [], 0
+    for k, (_, num) in zip(key, t.dims, strict=True):
+        if isinstance(k, DynSlice):
+            k = slice(k.start, k.start + k.size)
+        if isinstance(k, slice):
+            start = 0 if k.start is None else (k.start + num if k.start < 0 else k.start)
+            stop = num if k.stop is None else (k.stop + num if k.stop < 0 else k.stop)
+            step = k.step or 1
+            shape = tuple(len(range(start, stop, step)) if j == axis else 1 for j in range(n_axes))
+            exprs.append(IndexExpr({SliceVar(shape[axis]): (step, axis - n_axes)}, start, shape))
+            axis += 1
+        else:
+            exprs.append(IndexExpr.of(k))
+    return _grid_index(t, exprs, {}, caller_location())
+
+
+def axis_ranges(mask, ranges: dict) -> dict:
+    """``{axis: (size, lo, hi)}``: the interval the mask keeps on each axis of the instruction's
+    index space (a variable of ``nl.arange(n)[None, :, None]`` walks axis 1 of 3)."""
+    out = {}
+    for expr, _ in getattr(mask, "atoms", ()):
+        for v, (c, a) in expr.terms.items():
+            if c != 0 and v in ranges:
+                out[len(expr.shape) + a] = (v.size, *ranges[v])
+    return out
+
+
+def by_axis(grids, mask, ranges: dict) -> tuple[dict, dict]:
+    """(ranges with the slice variables of ``grids`` bounded by the mask's axes, the positions the
+    mask narrows on axes no grid operand walks: ``{axis: (full size, start, size)}``)."""
+    axes = axis_ranges(mask, ranges)
+    out = dict(ranges)
+    for g in grids:
+        for j, v in enumerate(g.axis_vars):
+            if isinstance(v, SliceVar) and v not in out and j in axes and axes[j][0] == v.size:
+                out[v] = axes[j][1:]
+    walked = {j for g in grids for j, v in enumerate(g.axis_vars) if v is not None and v in out}
+    extra = {j: (n, lo, max(0, hi - lo)) for j, (n, lo, hi) in axes.items() if j not in walked}
+    return out, extra
 
 
 def _count(r) -> int:

@@ -37,6 +37,13 @@ FORMS = {
     "nki.simulate_kernel": "nki.simulate(kernel)(*arrays)",
     "nki.benchmark": "nki.simulate(kernel, profile=True)(*arrays)[1].summary['total_time']",
     "nki.profile": "nki.simulate(kernel, profile=True)(*arrays), or `neuronsim profile script.py`",
+    "nl.affine_range(directives=/precise_schedule=)": "nl.affine_range(n) (scheduling keywords removed)",
+    "nl.sequential_range(directives=/precise_schedule=)": (
+        "nl.sequential_range(n), inside `with nl.no_reorder():` to keep program order"
+    ),
+    "nl.static_range(directives=/precise_schedule=)": "nl.static_range(n) (scheduling keywords removed)",
+    "tile.broadcast_to": "nl.broadcast_to(t, (P, F)) (a NkiTensor view has no partition broadcast)",
+    "kernel[0]": "kernel(...) or kernel[1](...) (a launch grid counts instances; 0 ran one in NKI 0.1)",
     "nki.jit(mode=)": "nki.jit (mode is ignored since NKI 0.3)",
     "buffer='sbuf'": "buffer=nl.sbuf (string buffer names were removed in NKI 0.3)",
     "nki.compiler allocation": "nl.ndarray(..., address=(partition, byte)) or the compiler's allocator",

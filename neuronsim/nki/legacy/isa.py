@@ -42,7 +42,7 @@ class nc_version(enum.IntEnum):
 
 
 def get_nc_version() -> nc_version:
-    return nc_version[_isa.get_nc_version().value]
+    return nc_version[_isa.get_nc_version().name]
 
 
 tensor_engine, vector_engine, scalar_engine, gpsimd_engine = (
@@ -162,7 +162,9 @@ def _result(fn, shape, dtype, buffer, emit, mask, operands, result_axes=None):
     hints.hint(f"nisa.{fn}(...) returning its result", f"nisa.{fn}(dst, ...) (dst first, no return)")
     if len(shape) == 1:  # NKI 0.1 tiles may be [P]: a [P, 1] column
         shape = tuple(shape) + (1,)
-    if mask is None:
+    if mask is None or mask is True or (isinstance(mask, Mask) and mask.ranges() == {}):
+        # a mask that keeps everything (a Python condition, `(2 * i + g) * 128 < n`, is a bool):
+        # no mask, so `psum[...] += nisa.nc_matmul(..., mask=...)` still accumulates in PSUM
         return Deferred(fn, shape, dtype, buffer, emit)
     return run_into(emit, shape, dtype, buffer, operands, mask, result_axes)
 

@@ -24,9 +24,6 @@ from neuronsim.nki.trace import caller_location
 from neuronsim.nki.types import MemoryRegion
 
 # pass-through: no tensors, no mask
-affine_range = _nl.affine_range
-sequential_range = _nl.sequential_range
-static_range = _nl.static_range
 program_id = _nl.program_id
 num_programs = _nl.num_programs
 program_ndim = _nl.program_ndim
@@ -35,6 +32,26 @@ ds = _nl.ds
 device_print = _nl.device_print
 NkiTensor = _nl.NkiTensor
 fp32 = _nl.fp32
+
+
+def _range(name: str, fn):
+    """NKI 0.1's loop ranges take scheduling keywords (``directives=nki.compiler.no_reorder()``,
+    ``precise_schedule=True``): they order the compiler's schedule, not the values; each engine
+    here issues its instructions in program order already."""
+
+    def legacy(*args, directives=None, precise_schedule=None, **kwargs):
+        if directives is not None or precise_schedule is not None:
+            hints.hint(f"nl.{name}(directives=/precise_schedule=)")
+        return fn(*args, **kwargs)
+
+    legacy.__name__ = legacy.__qualname__ = name
+    legacy.__doc__ = fn.__doc__
+    return legacy
+
+
+affine_range = _range("affine_range", _nl.affine_range)
+sequential_range = _range("sequential_range", _nl.sequential_range)
+static_range = _range("static_range", _nl.static_range)
 
 
 def _wrap(name: str, fn):
@@ -253,6 +270,20 @@ def ones_like(a, dtype=None, buffer=None, name="", **kwargs):
 
 
 # ------------------------------------------------------------------ host-side helpers
+
+
+def finfo(dtype):
+    """``nl.finfo(dtype)``: numpy's ``finfo`` of an NKI float dtype (``.min``, ``.max``, ``.eps``...;
+    bfloat16 and the float8 types through ml_dtypes)."""
+    from neuronsim.nki.types import numpy_dtype, to_sim_dtype
+
+    nd = numpy_dtype(to_sim_dtype(dtype))
+    try:
+        return np.finfo(nd)
+    except ValueError:
+        import ml_dtypes
+
+        return ml_dtypes.finfo(nd)
 
 
 def static_cast(array, dtype):
