@@ -71,54 +71,53 @@ def _chunks(n: int, size: int):
     return [(i, min(size, n - i)) for i in range(0, n, size)]
 
 
-def gather_kernel(out, x, *indices, d, wide):
-    """``out[o, n, b] = x[o, idx_0[n], ..., b]``."""
-    k, m = len(indices), len(indices[0].shape) - (1 if wide[1] else 0)
-    words = [IndexWords(ix, w) for ix, w in zip(indices, wide[1:], strict=True)]
+def _pieces(words, strides, outer, steps_xy, block):
+    """Each DMA of an indexed copy: (x base, other base, first index, index count, [p, 1] offsets,
+    block start, block length), over the outer dims, 128 indices at a time and blocks cut to
+    BLOCK_MAX. ``steps_xy``: the outer dims' steps in x and in the other tensor."""
     n_idx = words[0].count
-    outer, (x_outer, o_outer), block, (x_bstep, o_bstep) = _layout(x, out, d, k, m)
-    _, (o_nstep,) = _one_walk([out.dims[d:d + m]], "the output's index dims")
-    strides = [x.dims[d + j][0] for j in range(k)]
     steps = math.prod(outer) * len(_chunks(n_idx, P)) * len(_chunks(block, BLOCK_MAX))
     if steps > MAX_DMAS:
         raise Declined(f"{steps} DMAs")
     for idx in itertools.product(*(range(n) for n in outer)):
-        xb = x.offset + sum(i * s for i, s in zip(idx, x_outer, strict=True))
-        ob = out.offset + sum(i * s for i, s in zip(idx, o_outer, strict=True))
+        xb, ob = (sum(i * s for i, s in zip(idx, st, strict=True)) for st in steps_xy)
         for n0, p in _chunks(n_idx, P):
             offs = _offsets(words, strides, n0, p)
             for c0, c in _chunks(block, BLOCK_MAX):
-                dst = out.ap([[o_nstep, p], [o_bstep, c]], offset=ob + n0 * o_nstep + c0 * o_bstep)
-                nisa.dma_copy(dst=dst, src=_indexed(x, xb + c0 * x_bstep, offs, p, x_bstep, c))
+                yield xb, ob, n0, p, offs, c0, c
+
+
+def gather_kernel(out, x, *indices, d, wide):
+    """``out[o, n, b] = x[o, idx_0[n], ..., b]``."""
+    k, m = len(indices), len(indices[0].shape) - (1 if wide[1] else 0)
+    words = [IndexWords(ix, w) for ix, w in zip(indices, wide[1:], strict=True)]
+    outer, (x_outer, o_outer), block, (x_bstep, o_bstep) = _layout(x, out, d, k, m)
+    _, (o_nstep,) = _one_walk([out.dims[d:d + m]], "the output's index dims")
+    strides = [x.dims[d + j][0] for j in range(k)]
+    for xb, ob, n0, p, offs, c0, c in _pieces(words, strides, outer, (x_outer, o_outer), block):
+        xb, ob = x.offset + xb, out.offset + ob
+        dst = out.ap([[o_nstep, p], [o_bstep, c]], offset=ob + n0 * o_nstep + c0 * o_bstep)
+        nisa.dma_copy(dst=dst, src=_indexed(x, xb + c0 * x_bstep, offs, p, x_bstep, c))
 
 
 def put_kernel(x, values, *indices, d, wide, broadcast):
     """``x[o, idx_0[n], ..., b] = values[o, n, b]`` (``broadcast``: one 0-dim value everywhere)."""
     k, m = len(indices), len(indices[0].shape) - (1 if wide[1] else 0)
     words = [IndexWords(ix, w) for ix, w in zip(indices, wide[1:], strict=True)]
-    n_idx = words[0].count
-    like = values if not broadcast else x  # (a 0-dim value: only x's layout matters)
-    if broadcast:
+    if broadcast:  # a 0-dim value: only x's layout matters
         outer, x_outer = coalesce([x.dims[:d]])[0], coalesce([x.dims[:d]])[1][0]
         block, (x_bstep,) = _one_walk([x.dims[d + k:]], "the blocks after the indexed dims")
         v_outer, v_nstep, v_bstep = [0] * len(outer), 0, 0
     else:
-        outer, (x_outer, v_outer), block, (x_bstep, v_bstep) = _layout(x, like, d, k, m)
+        outer, (x_outer, v_outer), block, (x_bstep, v_bstep) = _layout(x, values, d, k, m)
         _, (v_nstep,) = _one_walk([values.dims[d:d + m]], "the values' index dims")
     strides = [x.dims[d + j][0] for j in range(k)]
-    steps = math.prod(outer) * len(_chunks(n_idx, P)) * len(_chunks(block, BLOCK_MAX))
-    if steps > MAX_DMAS:
-        raise Declined(f"{steps} DMAs")
-    for idx in itertools.product(*(range(n) for n in outer)):
-        xb = x.offset + sum(i * s for i, s in zip(idx, x_outer, strict=True))
-        vb = values.offset + sum(i * s for i, s in zip(idx, v_outer, strict=True))
-        for n0, p in _chunks(n_idx, P):
-            offs = _offsets(words, strides, n0, p)
-            for c0, c in _chunks(block, BLOCK_MAX):
-                t = nl.ndarray((p, c), dtype=x.dtype, buffer=nl.sbuf)
-                src = values.ap([[v_nstep, p], [v_bstep, c]], offset=vb + n0 * v_nstep + c0 * v_bstep)
-                nisa.dma_copy(dst=t, src=src)
-                nisa.dma_copy(dst=_indexed(x, xb + c0 * x_bstep, offs, p, x_bstep, c), src=t)
+    for xb, vb, n0, p, offs, c0, c in _pieces(words, strides, outer, (x_outer, v_outer), block):
+        xb, vb = x.offset + xb, values.offset + vb
+        t = nl.ndarray((p, c), dtype=x.dtype, buffer=nl.sbuf)
+        src = values.ap([[v_nstep, p], [v_bstep, c]], offset=vb + n0 * v_nstep + c0 * v_bstep)
+        nisa.dma_copy(dst=t, src=src)
+        nisa.dma_copy(dst=_indexed(x, xb + c0 * x_bstep, offs, p, x_bstep, c), src=t)
 
 
 # ---------------------------------------------------------------- planners
