@@ -347,6 +347,8 @@ def write_markdown(summary: Summary, path: str, command: str) -> None:
         "made on the device and compared with a CPU copy, as PyTorch's `TestCommon.test_compare_cpu`",
         "does, skipping what that test skips. A sample is *native* when no op fell back to the host",
         "while it ran; a fallback sample passes by construction unless the device layer is wrong.",
+        "A random op (its OpInfo runs it under a fixed seed) that drew from the device's generator is",
+        "compared with a second device run under the same seed, and with the CPU in shape and dtype.",
         "",
         "```",
         summary.report(),

@@ -133,11 +133,11 @@ def kernel_summary(program: Program, timeline: Timeline, chip: ChipSpec, placeme
             s["transpose_instruction_count"] += 1
             s["transpose_flops"] += 2 * data.partitions * data.free_size * data.partitions
         elif ins.opcode in DMA_OPS:
-            src, dst = ins.srcs[0], ins.dst
+            dst = ins.dst
             s["dma_transfer_count"] += 1
             s["dma_transfer_total_bytes"] += transfer_bytes(ins)
-            if src.memory is Memory.HBM:
-                s["hbm_read_bytes"] += src.nbytes
+            reads = ins.srcs if ins.opcode is Opcode.DMA_COMPUTE else ins.srcs[:1]  # not its offsets
+            s["hbm_read_bytes"] += sum(src.nbytes for src in reads if src.memory is Memory.HBM)
             if dst.memory is Memory.HBM:
                 s["hbm_write_bytes"] += dst.nbytes
     s["hardware_flops"] = s["model_flops"] + s["transpose_flops"]

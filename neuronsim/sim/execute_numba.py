@@ -44,7 +44,7 @@ from neuronsim.sim.memory.reference import RefMemory
 KERNEL_ARGS = (types.Array(types.int64, 1, "C"), types.Array(types.float64, 1, "C"),
                types.Array(types.int64, 1, "C"))
 
-STATUS_OUT_OF_BOUNDS = 1  # set by the indirect DMA kernel
+STATUS_OUT_OF_BOUNDS = 1  # set by a kernel whose run-time index check failed (indirect DMA, nc_n_gather)
 STATUS_PATH_FULL = 2  # run_branching's path array is full (the caller grows it and resumes)
 STATUS_KERNEL_RAISED = 3  # set by the loop when a kernel returned an error status
 
@@ -257,8 +257,8 @@ def reference_memory(program: Program, bases: np.ndarray, pitch: dict[Memory, in
 def stop_error(program: Program, stopped: int, bases: np.ndarray) -> Exception:
     """The error for a run that stopped at instruction ``stopped`` with status ``bases[-1]``."""
     ins = program.instructions[stopped]
-    if bases[-1] == STATUS_OUT_OF_BOUNDS:
-        return out_of_bounds(ins)
+    if bases[-1] == STATUS_OUT_OF_BOUNDS:  # the instruction's own run-time check (an index out of range)
+        return (OPDEFS[ins.opcode].runtime_error or out_of_bounds)(ins)
     return KernelFaultError(f"the {ins.opcode.name} kernel raised an exception while running (a simulator "
                             f"bug: the validator accepted an instruction the kernel cannot run)",
                             instruction=ins.describe(), location=ins.location)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import enum
 import functools
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from neuronsim.sim.dtypes import DType, dtype_of
 
@@ -81,10 +82,12 @@ class Opcode(enum.IntEnum):
     IOTA = 40
     AFFINE_SELECT = 41
     TENSOR_PARTITION_REDUCE = 42
+    NC_N_GATHER = 43  # gather within each partition by uint32 indices
     # DMA
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
     DMA_COPY_INDIRECT = 52  # dma_copy with a runtime offset (scalar_offset / vector_offset)
+    DMA_COMPUTE = 53  # dst = sum of up to 4 sources, in fp32 inside the DMA engine
     # Sequencer control: 32-bit registers and branches (sim/engines/control.py)
     REGISTER_MOVE = 60
     REGISTER_LOAD = 61
@@ -120,9 +123,11 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.IOTA: (Engine.GPSIMD,),
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),
+    Opcode.NC_N_GATHER: (Engine.GPSIMD,),
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
     Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),
+    Opcode.DMA_COMPUTE: (Engine.DMA,),
     Opcode.REGISTER_MOVE: (Engine.SYNC,),
     Opcode.REGISTER_LOAD: (Engine.SYNC,),
     Opcode.REGISTER_STORE: (Engine.SYNC,),
@@ -131,7 +136,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
 
 # Instructions whose result merges with the destination's old contents.
 READS_DST = frozenset({Opcode.TENSOR_COPY_PREDICATED})
-DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDIRECT})
+DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDIRECT, Opcode.DMA_COMPUTE})
 # Instructions whose addresses depend on values read at run time (an indirect side's bytes are
 # known only when it runs: the scheduler orders it against its whole tensor).
 INDIRECT_OPS = frozenset({Opcode.DMA_COPY_INDIRECT})

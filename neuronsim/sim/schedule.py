@@ -62,7 +62,7 @@ DMA_TRACK0 = 5
 PRE_NONE, PRE_LOAD_STATIONARY, PRE_ON_TRACK = 0, 1, 2
 PRE_EVENT_NAMES = {Opcode.NC_MATMUL: "LOAD_STATIONARY", Opcode.ACTIVATION: "ACT_TABLE_LOAD",
                    Opcode.DMA_COPY: "DMA_TRIGGER", Opcode.DMA_TRANSPOSE: "DMA_TRIGGER",
-                   Opcode.DMA_COPY_INDIRECT: "DMA_TRIGGER"}
+                   Opcode.DMA_COPY_INDIRECT: "DMA_TRIGGER", Opcode.DMA_COMPUTE: "DMA_TRIGGER"}
 
 # Timing parameters passed to the Numba scheduler, by position.
 _P_THROTTLE_START, _P_RAMP, _P_WINDOW, _P_THRESHOLD, _P_QUEUE_INTERVAL, _P_ENGINES = range(6)

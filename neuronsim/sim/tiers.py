@@ -107,25 +107,30 @@ class _Units:
             log = subprocess.DEVNULL
         # The worker's lock, taken here and inherited: held from before the worker exists until it ends.
         lock = os.open(cache / WORKER_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        # Its answers come through a pipe read with os.read, no file object: closing a file object
+        # at exit would wait for the reader thread's read, i.e. for the unit being compiled.
+        answers, answer_end = os.pipe()
         try:
             fcntl.flock(lock, fcntl.LOCK_SH)
             self.worker = subprocess.Popen(
                 [sys.executable, "-m", "neuronsim.sim.compile_worker", str(lock)], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True, text=True, bufsize=1,
+                stdout=answer_end, stderr=log, env=env, start_new_session=True, text=True, bufsize=1,
                 pass_fds=(lock,))
         except OSError:
+            os.close(answers)
             self.worker_failed = True
             return False
         finally:
             os.close(lock)
+            os.close(answer_end)
             if log is not subprocess.DEVNULL:
                 log.close()
-        threading.Thread(target=self._read, args=(self.worker,), name="neuronsim-compile-worker",
+        threading.Thread(target=self._read, args=(answers,), name="neuronsim-compile-worker",
                          daemon=True).start()
         return True
 
-    def _read(self, worker: subprocess.Popen) -> None:
-        for line in worker.stdout:
+    def _read(self, answers: int) -> None:
+        for line in _lines(answers):
             word, _, unit = line.strip().partition(" ")
             with self.lock:
                 if word == "failed":
@@ -180,6 +185,20 @@ class _Units:
     def after_fork(self) -> None:
         """A forked child has its own units and starts its own worker (the parent's is not its)."""
         self.__init__()
+
+
+def _lines(fd: int):
+    pending = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            return
+        if not chunk:
+            return
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        yield from (line.decode() for line in lines)
 
 
 _units = _Units()

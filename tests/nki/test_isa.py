@@ -327,6 +327,8 @@ def test_every_ir_instruction_has_its_nisa_call():
         Opcode.NC_STREAM_SHUFFLE: "nc_stream_shuffle",
         Opcode.NC_MATCH_REPLACE8: "nc_match_replace8",
         Opcode.RANGE_SELECT: "range_select",
+        Opcode.NC_N_GATHER: "nc_n_gather",
+        Opcode.DMA_COMPUTE: "dma_compute",
         Opcode.REGISTER_MOVE: "register_move",
         Opcode.REGISTER_LOAD: "register_load",
         Opcode.REGISTER_STORE: "register_store",

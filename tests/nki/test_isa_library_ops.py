@@ -10,6 +10,9 @@ import neuronsim.nki as nki
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.errors import ConstraintError, DtypeError, UnsupportedError
+from neuronsim.sim.chips import get_chip
+from neuronsim.sim.engines import OPDEFS
+from neuronsim.sim.ir import Opcode
 
 RNG = np.random.default_rng(18)
 THIS = __file__.rsplit("/", 1)[-1]
@@ -73,8 +76,9 @@ def test_nc_stream_shuffle_misuse_names_the_line():
 
 # ---------------------------------------------------------------- dma_transpose of 4-d views
 
-def test_dma_transpose_of_a_4d_view_with_unit_middle_dims():
-    """attention_tkg transposes [s, 1, 1, d] views by (3, 1, 2, 0): the 2-D transpose [s, d] -> [d, s]."""
+def test_dma_transpose_of_3d_and_4d_views():
+    """attention_tkg transposes [s, 1, 1, d] views by (3, 1, 2, 0): the 2-D transpose [s, d] -> [d, s];
+    (2, 1, 0) and (3, 1, 2, 0) keep the middle dims, so a [s, m, d] src is m 2-D transposes."""
     x = RNG.standard_normal((2, 64, 32)).astype(np.float32).astype(np.float16)
 
     @nki.jit
@@ -87,13 +91,25 @@ def test_dma_transpose_of_a_4d_view_with_unit_middle_dims():
 
     assert np.array_equal(nki.simulate(k)(x), x[1].T)
 
+    y = RNG.standard_normal((64, 3, 32)).astype(np.float16)
+
     @nki.jit
     def middle(a):
-        t = nl.ndarray((32, 2, 64), dtype=a.dtype, buffer=nl.sbuf)
-        nisa.dma_transpose(t, a.ap([[32, 64], [2048, 2], [1, 32]]))  # <- here
+        out = nl.ndarray((32, 3, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((32, 3, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(t, a, axes=(2, 1, 0))  # attention_cte: one 2-D transpose per middle index
+        nl.store(out, t)
+        return out
+
+    assert np.array_equal(nki.simulate(middle)(y), y.transpose(2, 1, 0))
+
+    @nki.jit
+    def wrong_axes(a):
+        t = nl.ndarray((32, 3, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(t, a, axes=(1, 0, 2))  # <- here
         return a
 
-    raises_at(middle, (x,), UnsupportedError, "middle dims other than 1")
+    raises_at(wrong_axes, (y,), UnsupportedError, r"axes=\(1, 0, 2\)")
 
 
 # ---------------------------------------------------------------- nc_match_replace8
@@ -195,3 +211,156 @@ def test_range_select_misuse_names_the_line():
 
     raises_at(not_equal, (x,), ConstraintError, "comp_op0=not_equal")
     raises_at(zero_fill, (x,), ConstraintError, "fills with FP32_MIN")
+
+
+# ---------------------------------------------------------------- nc_n_gather
+
+def test_nc_n_gather_maps_local_top_k_positions_to_global_indices():
+    """rotational_topk: global_index = nc_n_gather(data=indices, indices=local_index)."""
+    ids = RNG.permutation(32 * 100).astype(np.uint32).reshape(32, 100)
+    local = RNG.integers(0, 100, (32, 8)).astype(np.uint32)
+
+    @nki.jit
+    def k(a, pos):
+        out = nl.ndarray(pos.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        g = nl.ndarray(pos.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.nc_n_gather(dst=g, data=nl.load(a), indices=nl.load(pos))
+        nl.store(out, g)
+        return out
+
+    want = np.take_along_axis(ids, local.astype(np.int64), axis=1)
+    assert np.array_equal(nki.simulate(k)(ids, local), want)
+
+
+def test_nc_n_gather_misuse_names_the_line():
+    x = np.zeros((32, 64), np.float32)
+
+    @nki.jit
+    def int32_indices(a):
+        t = nl.load(a)
+        i = nl.ndarray((32, 8), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.nc_n_gather(dst=t[:, 0:8], data=t, indices=i)  # <- here
+        return a
+
+    raises_at(int32_indices, (x,), DtypeError, "indices must be uint32")
+
+
+# ---------------------------------------------------------------- nc_matmul perf_mode=double_row
+
+def _fp8_matmul_kernel(double_row: bool):
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((a.shape[2], b.shape[2]), dtype=nl.float32, buffer=nl.shared_hbm)
+        sa = nl.ndarray(a.shape, dtype=nl.float8_e4m3, buffer=nl.sbuf)
+        sb = nl.ndarray(b.shape, dtype=nl.float8_e4m3, buffer=nl.sbuf)
+        nisa.dma_copy(dst=sa, src=a)
+        nisa.dma_copy(dst=sb, src=b)
+        acc = nl.ndarray((a.shape[2], b.shape[2]), dtype=nl.float32, buffer=nl.psum)
+        if double_row:
+            nisa.nc_matmul(acc, sa, sb, perf_mode=nisa.matmul_perf_mode.double_row)
+        else:
+            for r in range(2):
+                nisa.nc_matmul(acc, sa[:, r, :], sb[:, r, :])
+        nl.store(out, acc)
+        return out
+
+    return k
+
+
+def test_fp8_double_row_contracts_both_rows_in_one_pass():
+    """S16/S10: [K, 2, M] x [K, 2, N] FP8 contracts over K x 2 in the time of one pass: the same values
+    as two plain matmuls accumulating, in half their TensorE time."""
+    import ml_dtypes
+
+    a = RNG.standard_normal((128, 2, 64)).astype(ml_dtypes.float8_e4m3)
+    b = RNG.standard_normal((128, 2, 512)).astype(ml_dtypes.float8_e4m3)
+    want = np.einsum("krm,krn->mn", a.astype(np.float32), b.astype(np.float64)).astype(np.float32)
+    charged = {}
+    for double_row in (True, False):
+        kernel = _fp8_matmul_kernel(double_row)
+        np.testing.assert_allclose(nki.simulate(kernel)(a, b), want, rtol=1e-5, atol=1e-4)
+        program = kernel.specialize((a, b)).instances[0].programs[0]
+        charged[double_row] = sum(OPDEFS[i.opcode].cycles(i, get_chip("trn2")) for i in program.instructions
+                                  if i.opcode is Opcode.NC_MATMUL)
+    assert charged[True] == charged[False] / 2 == 512  # one pass of N = 512 moving columns
+
+
+def test_fp8_double_row_misuse_names_the_line():
+    x = np.zeros((128, 2, 64), np.float32)
+
+    @nki.jit
+    def bf16_double_row(a):
+        s = nl.ndarray((128, 2, 64), dtype=nl.bfloat16, buffer=nl.sbuf)
+        acc = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, s, s, perf_mode=nisa.matmul_perf_mode.double_row)  # <- here
+        return a
+
+    raises_at(bf16_double_row, (x,), DtypeError, "double_row takes FP8 operands")
+
+
+# ---------------------------------------------------------------- dma_compute
+
+def test_dma_compute_fuses_a_residual_add_into_the_load():
+    """qkv_cte: input + mlp_prev + attention_prev rows from HBM summed by the DMA into SBUF; 6 sources
+    chain through dst."""
+    xs = [RNG.standard_normal((96, 200)).astype(np.float32) for _ in range(6)]
+
+    @nki.jit
+    def k(a, b, c, d, e, f):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_compute(dst=t, srcs=[a.ap(pattern=[[200, 96], [1, 200]], offset=0), b, c], reduce_op=nl.add)
+        u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_compute(dst=u, srcs=[t, a, b, c, d, e, f], reduce_op=nl.add, scales=[1.0] * 7)
+        nl.store(out, u)
+        return out
+
+    three = (xs[0] + xs[1]) + xs[2]
+    want = three
+    for x in xs:
+        want = want + x
+    np.testing.assert_array_equal(nki.simulate(k)(*xs), want)
+
+
+def test_dma_compute_misuse_names_the_line():
+    x = np.zeros((8, 8), np.float32)
+
+    @nki.jit
+    def scaled(a):
+        t = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_compute(dst=t, srcs=[a, a], reduce_op=nl.add, scales=[1.0, 2.0])  # <- here
+        return a
+
+    raises_at(scaled, (x,), ConstraintError, "scales of 1.0 only")
+
+
+# ---------------------------------------------------------------- VectorE's PSUM limit with a broadcast
+
+def test_a_psum_row_broadcast_past_4k_elements_streams():
+    """layernorm_tkg: x [128, BxS, H1] - mean [128, BxS] (PSUM) broadcast along H1: the PSUM operand
+    reaches BxS elements per partition (<= 4K) while the access streams BxS * H1 (> 4K)."""
+    x = RNG.standard_normal((128, 200, 24)).astype(np.float32)
+    m = RNG.standard_normal((128, 200)).astype(np.float32)
+
+    @nki.jit
+    def k(a, mean):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        mp = nl.ndarray(mean.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(mp, nl.load(mean))
+        nisa.tensor_tensor(t, t, mp.ap([[200, 128], [1, 200], [0, 24]]), nl.subtract)
+        nl.store(out, t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(x, m), x - m[:, :, None])
+
+    @nki.jit
+    def too_wide(a, mean):
+        t = nl.load(a)
+        mp = nl.ndarray((128, 4100), dtype=nl.bfloat16, buffer=nl.psum)
+        nisa.memset(mp, 0.0)
+        nisa.tensor_copy(t[:, 0, 0:1], mp[:, 0:1])
+        return a
+
+    with pytest.raises(ConstraintError, match="4100 elements per partition of PSUM.*limit is 4096"):
+        nki.simulate(too_wide)(x, m)

@@ -97,3 +97,31 @@ def test_mx_needs_neuroncore_v4_and_mx_operands():
 
     with pytest.raises(DtypeError, match=r"test_mx_kernels.py:\d+.*is not MX data"):
         nki.simulate(plain_words, chip="trn3")(np.zeros((1, 1), np.float32))
+
+
+@nki.jit
+def copy_x4_argument(words):
+    """An x4 host array arrives with its format (as AWS's neuron_dtypes arrays do) and a copy of it
+    returns in the same format."""
+    assert words.dtype == nl.float4_e2m1fn_x4, words.dtype
+    out = nl.ndarray(words.shape, dtype=words.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(words.shape, dtype=words.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=words)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_x4_host_arrays_keep_their_format_through_a_kernel():
+    """nki-library's MX tests pass neuron_dtypes x4 arrays: [P, F] floats packed to [P, F / 4] words
+    (the compat runner's stand-in, value j in nibble j as the simulator's MX words)."""
+    from neuronsim.nki.compat.neuron_dtypes import static_cast
+    from neuronsim.nki.types import host_mx_name
+
+    values = np.array([[0.5, 1, -2, 6, 0, 0.25, 3, -6]] * 4, np.float32)
+    words = static_cast(values, nl.float4_e2m1fn_x4)
+    assert words.shape == (4, 2) and host_mx_name(words.dtype) == "float4_e2m1fn_x4"
+    assert int(words[0, 0]) == 0x7C21  # codes 1 (0.5), 2 (1.0), 0xC (-2), 7 (6), low nibble first
+    np.testing.assert_array_equal(static_cast(words, np.float32)[0], [0.5, 1, -2, 6, 0, 0, 3, -6])
+    out = nki.simulate(copy_x4_argument, chip="trn3")(words)
+    assert host_mx_name(out.dtype) == "float4_e2m1fn_x4"
+    np.testing.assert_array_equal(out, words)

@@ -269,6 +269,15 @@ def gen_dma_copy(g: Gen) -> None:
     g.emit(Opcode.DMA_COPY, dst, [g.operand([src_mem], p, src_nums)], queue=g.r.randrange(16))
 
 
+
+def gen_dma_compute(g: Gen) -> None:
+    p, nums = g.partitions(), g.free_nums()
+    dst = g.operand(g.choice([[SBUF], [HBM]]), p, nums, write=True)
+    srcs = [g.operand(g.choice([[SBUF], [HBM]]), p, g.refactor(math.prod(nums)))
+            for _ in range(g.r.randint(1, 4))]
+    g.emit(Opcode.DMA_COMPUTE, dst, srcs, queue=g.r.randrange(16))
+
+
 def gen_dma_transpose(g: Gen) -> None:
     a, bdim = g.partitions(), g.r.randint(1, 128)
     two_four = frozenset(d for d in DType if d.itemsize in (2, 4))
@@ -510,6 +519,21 @@ def gen_partition_reduce(g: Gen) -> None:
            [g.operand([SBUF], p, nums, dtypes=dtypes)], op=op)
 
 
+def gen_n_gather(g: Gen) -> None:
+    """Random uint32 bits masked into range by a VectorE bitwise_and just before (an index outside data
+    stops the run; tests/sim/engines/test_gpsimd_gather.py covers that)."""
+    p, nums = g.partitions(), g.free_nums()
+    data = g.operand([SBUF], p, g.free_nums(lo=2, hi=200))
+    idx = g.operand([SBUF], p, nums, write=True, dtypes={DType.uint32})
+    if data is None or idx is None:
+        return
+    before = len(g.instructions)
+    g.emit(Opcode.TENSOR_SCALAR, idx, [idx], engine=Engine.VECTOR, op0=AluOp.bitwise_and,
+           operand0=2 ** int(math.log2(data.free_size)) - 1)
+    if len(g.instructions) > before:
+        g.emit(Opcode.NC_N_GATHER, g.operand([SBUF], p, nums, write=True, dtypes={data.dtype}), [data, idx])
+
+
 RNG_STATE_DTYPES = frozenset(d for d in DType if d.itemsize == 4)
 
 
@@ -619,6 +643,7 @@ def gen_control(g: Gen) -> None:
 GENERATORS = {
     Opcode.DMA_COPY: gen_dma_copy,
     Opcode.DMA_COPY_INDIRECT: gen_dma_copy_indirect,
+    Opcode.DMA_COMPUTE: gen_dma_compute,
     Opcode.DMA_TRANSPOSE: gen_dma_transpose,
     Opcode.NC_MATMUL: gen_matmul,
     Opcode.NC_TRANSPOSE: gen_transpose,
@@ -644,6 +669,7 @@ GENERATORS = {
     Opcode.IOTA: gen_iota,
     Opcode.AFFINE_SELECT: gen_affine_select,
     Opcode.TENSOR_PARTITION_REDUCE: gen_partition_reduce,
+    Opcode.NC_N_GATHER: gen_n_gather,
     Opcode.BRANCH: gen_control,
 }
 NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz

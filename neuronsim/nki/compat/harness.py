@@ -74,7 +74,10 @@ def _install_stand_ins() -> None:
             return True
 
     if absent("neuron_dtypes"):
+        from neuronsim.nki.compat.neuron_dtypes import register_x4_names
+
         sys.modules["neuron_dtypes"] = _neuron_dtypes()
+        register_x4_names()
     for name in ("aws_embedded_metrics", "aws_embedded_metrics.logger",
                  "aws_embedded_metrics.logger.metrics_context", "aws_embedded_metrics.serializers",
                  "aws_embedded_metrics.serializers.log_serializer", "allpairspy", "boto3", "fabric",
@@ -202,11 +205,12 @@ class CompatOrchestrator:
 
     trace_mode = None
 
-    def __init__(self, recorder: _Recorder | None = None, nodeid: str = ""):
+    def __init__(self, recorder: _Recorder | None = None, nodeid: str = "", chips: list[str] | None = None):
         self.recorder, self.nodeid = recorder, nodeid
+        self.chips = chips or (self.recorder.chips if self.recorder else ["trn2"])
 
     def execute(self, kernel_args) -> None:
-        row = run_case(kernel_args, self.recorder.chips if self.recorder else ["trn2"])
+        row = run_case(kernel_args, self.chips)
         row["test"] = self.nodeid
         if self.recorder:
             self.recorder.hold(row)
@@ -216,16 +220,25 @@ class CompatOrchestrator:
             raise AssertionError(f"kernel output does not match the reference: {row['error']}")
 
 
+def _test_chips(request) -> list[str]:
+    """The runner's chips the test supports: its ``@pytest.mark.platforms(exclude=[...])`` (the
+    library's MX tests exclude TRN1/TRN2, as its conftest applies the marker)."""
+    chips = request.config._compat.chips if request.config._compat else ["trn2"]
+    marker = request.node.get_closest_marker("platforms")
+    excluded = {getattr(p, "value", p) for p in (marker.kwargs.get("exclude") or [])} if marker else set()
+    return [c for c in chips if c not in excluded] or [c for c in ("trn2", "trn3") if c not in excluded][:1]
+
+
 @pytest.fixture
 def test_manager(request):
-    return CompatOrchestrator(request.config._compat, request.node.nodeid)
+    return CompatOrchestrator(request.config._compat, request.node.nodeid, _test_chips(request))
 
 
 @pytest.fixture
-def platform_target():
+def platform_target(request):
     from test.utils.common_dataclasses import Platforms
 
-    return Platforms.TRN2
+    return Platforms(_test_chips(request)[0])
 
 
 @pytest.fixture

@@ -71,9 +71,34 @@ def is_float_type(dtype) -> bool:
     return _x4_name(dtype) is not None or np.issubdtype(np.dtype(dtype), np.floating) or "float" in str(dtype)
 
 
+def _numpy(dtype) -> np.dtype:
+    name = _x4_name(dtype)
+    if name is not None:
+        return host_mx_dtype(name)
+    return np.dtype(getattr(ml_dtypes, str(dtype), None) or dtype)
+
+
+def finfo(dtype):
+    """Float facts of ``dtype`` (``.dtype``: its numpy dtype), through ml_dtypes for narrow floats."""
+    d = _numpy(dtype)
+    return ml_dtypes.finfo(d) if d.kind == "V" or d not in (np.float16, np.float32, np.float64) else np.finfo(d)
+
+
+def sizeinbytes(dtype) -> int:
+    return _numpy(dtype).itemsize
+
+
+def register_x4_names() -> None:
+    """Let numpy read the x4 names as their storage words (``np.zeros(shape, dtype=nl.float4_e2m1fn_x4)``,
+    as the library's tests make output placeholders): the compat runner's process only."""
+    for name in X4_ELEMENTS:
+        np.sctypeDict.setdefault(name, host_mx_dtype(name).type)
+
+
 def module(stand_in) -> types.ModuleType:
     """The stand-in module (``stand_in(name, **attrs)`` makes it, see harness.py)."""
     x4 = {name: host_mx_dtype(name) for name in X4_ELEMENTS}
-    return stand_in("neuron_dtypes", static_cast=static_cast, is_float_type=is_float_type,
+    return stand_in("neuron_dtypes", static_cast=static_cast, is_float_type=is_float_type, finfo=finfo,
+                    sizeinbytes=sizeinbytes,
                     bfloat=ml_dtypes.bfloat16, bfloat16=ml_dtypes.bfloat16,
                     float8_e8m0fnu=ml_dtypes.float8_e8m0fnu, **x4)

@@ -11,7 +11,7 @@ than TensorE reads it (the accumulation group is evicted).
 from neuronsim.errors import ConstraintError as NkiValidationError
 from neuronsim.nki.isa import constants as constants  # nki.isa.constants (a module)
 from neuronsim.nki.isa import misc as _misc
-from neuronsim.nki.isa.dma import dma_copy, dma_transpose
+from neuronsim.nki.isa.dma import dma_compute, dma_copy, dma_transpose
 from neuronsim.nki.isa.enums import (
     dge_mode,
     dma_engine,
@@ -26,7 +26,7 @@ from neuronsim.nki.isa.enums import (
     unknown_engine,
     vector_engine,
 )
-from neuronsim.nki.isa.gpsimd import affine_select, iota, tensor_partition_reduce
+from neuronsim.nki.isa.gpsimd import affine_select, iota, nc_n_gather, tensor_partition_reduce
 from neuronsim.nki.isa.misc import (
     NkiInstruction,
     core_barrier,
@@ -79,6 +79,7 @@ __all__ = [
     "bn_stats",
     "core_barrier",
     "dge_mode",
+    "dma_compute",
     "dma_copy",
     "dma_engine",
     "dma_transpose",
@@ -96,6 +97,7 @@ __all__ = [
     "nc_stream_shuffle",
     "nc_matmul",
     "nc_matmul_mx",
+    "nc_n_gather",
     "nc_transpose",
     "nc_version",
     "oob_mode",

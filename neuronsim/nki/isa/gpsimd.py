@@ -1,9 +1,10 @@
-"""GpSimd: ``iota``, ``affine_select``, ``tensor_partition_reduce``."""
+"""GpSimd: ``iota``, ``affine_select``, ``tensor_partition_reduce``, ``nc_n_gather``."""
 
 from __future__ import annotations
 
 import math
 
+from neuronsim.errors import DtypeError
 from neuronsim.nki.isa.common import (
     _describe,
     _fail,
@@ -12,6 +13,7 @@ from neuronsim.nki.isa.common import (
     alu_op,
     emit,
 )
+from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import AluOp, Engine, Opcode
 
 
@@ -79,3 +81,23 @@ def tensor_partition_reduce(dst, op, data, name=None):
         name=name,
         roles=("data",),
     )
+
+
+def nc_n_gather(dst, data, indices, name=None):
+    """``dst[p, k] = data[p, indices[p, k]]`` with data's free dims flattened, on GpSimd (SBUF only);
+    dst keeps data's dtype, indices are uint32 with dst's elements per partition (S16)."""
+    fn = "nc_n_gather"
+    dst, data, indices = _tile(dst, "dst", fn), _tile(data, "data", fn), _tile(indices, "indices", fn)
+    if dst.buf.dtype != data.buf.dtype:
+        raise _fail(fn, f"dst must have data's dtype; dst = {_describe(dst)}, data = {_describe(data)}",
+                    DtypeError)
+    if indices.buf.dtype is not DType.uint32:
+        raise _fail(fn, f"indices must be uint32; got {_describe(indices)}", DtypeError)
+    if not data.partitions == indices.partitions == dst.partitions:
+        raise _fail(fn, f"data, indices and dst must have the same partitions; data = {_describe(data)}, "
+                    f"indices = {_describe(indices)}, dst = {_describe(dst)}")
+    if indices.free_size != dst.free_size:
+        raise _fail(fn, f"dst must have as many elements per partition as indices; dst = {_describe(dst)}, "
+                    f"indices = {_describe(indices)}")
+    emit(fn, Opcode.NC_N_GATHER, Engine.GPSIMD, dst, (data, indices), {}, name=name,
+         roles=("data", "indices"))

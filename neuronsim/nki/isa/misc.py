@@ -115,13 +115,11 @@ NOT_SIMULATED = (
     "activate2",
     "tensor_scalar_cumulative",
     "local_gather",
-    "nc_n_gather",
     "rand_set_state",
     "rand_get_state",
     "rand2",
     "exponential",
     "sequence_bounds",
-    "dma_compute",
     "nonzero_with_count",
     "topk",
 )

@@ -54,8 +54,11 @@ def nc_matmul(
             )
     if dst.memory is not Memory.PSUM:
         raise _fail(fn, f"TensorE writes its result to PSUM only; dst is {_describe(dst)}", EngineAccessError)
+    if perf_mode in (matmul_perf_mode.double_row, "double_row"):
+        _double_row(dst, stationary, moving, accumulate, tile_size, name)
+        return
     if perf_mode not in (None, matmul_perf_mode.none, "none"):
-        raise _fail(fn, f"perf_mode={perf_mode} (FP8 double-row) is not simulated", UnsupportedError)
+        raise _fail(fn, f"perf_mode={perf_mode} is not a matmul_perf_mode", UnsupportedError)
     k, k2 = stationary.partitions, moving.partitions
     rows = chip.pe_array_rows
     if tile_size:
@@ -135,6 +138,32 @@ def nc_matmul(
         name=name,
         roles=("stationary", "moving"),
     )
+
+
+_FP8 = frozenset({DType.float8_e4m3, DType.float8_e5m2, DType.float8_e4m3fn})
+
+
+def _double_row(dst, stationary, moving, accumulate, tile_size, name) -> None:
+    """FP8 double-row (NeuronCore-v3+, S16, S10): stationary [K, 2, M] and moving [K, 2, N] contract over
+    K partitions x 2 rows in one pass, the time of a K=128 bf16 matmul. Recorded as the two row halves
+    (``stationary[:, r, :]``, ``moving[:, r, :]``), the second accumulating onto the first, each marked
+    ``double_row`` so TensorE charges half a pass for it."""
+    fn = "nc_matmul"
+    chip = current_trace().chip
+    if int(chip.neuron_core_version.lstrip("v")) < 3:
+        raise _fail(fn, f"perf_mode=double_row needs NeuronCore-v3 or newer; {chip.name} is "
+                    f"{chip.neuron_core_version}", UnsupportedError)
+    for role, v in (("stationary", stationary), ("moving", moving)):
+        if v.buf.dtype not in _FP8:
+            raise _fail(fn, f"perf_mode=double_row takes FP8 operands; {role} is {_describe(v)}", DtypeError)
+        if len(v.shape) != 3 or v.shape[1] != 2:
+            raise _fail(fn, f"perf_mode=double_row takes a [K, 2, free] {role}; got {_describe(v)}")
+    if tile_size and int(tile_size[1]) < chip.pe_array_rows:
+        raise _fail(fn, f"perf_mode=double_row cannot be combined with column tiling (tile_size={tile_size})")
+    for r in range(2):
+        nc_matmul(dst, stationary[:, r, :], moving[:, r, :], accumulate=accumulate if r == 0 else True,
+                  tile_size=tile_size, name=name)
+        current_trace().records[-1][4]["double_row"] = True
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):

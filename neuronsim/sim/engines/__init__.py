@@ -3,8 +3,10 @@
 from neuronsim.sim.engines import (
     control,
     dma,
+    dma_compute,
     dma_indirect,
     gpsimd,
+    gpsimd_gather,
     mx,
     scalar,
     tensor,
@@ -21,8 +23,8 @@ from neuronsim.sim.engines import (
 from neuronsim.sim.engines.common import OpDef
 
 ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
-                  vector_top_k, vector_shuffle, vector_range_select, vector_rng, scalar, gpsimd, dma,
-                  dma_indirect, mx, control)
+                  vector_top_k, vector_shuffle, vector_range_select, vector_rng, scalar, gpsimd,
+                  gpsimd_gather, dma, dma_indirect, dma_compute, mx, control)
 
 
 def _collect() -> dict:

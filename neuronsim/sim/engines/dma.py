@@ -56,8 +56,9 @@ def transfer_engines(ins: Instruction, chip: ChipSpec, start_partition: int) -> 
 
 
 def transfer_bytes(ins: Instruction) -> int:
-    """Bytes moved: the wider side of a casting copy."""
-    return max(ins.dst.nbytes, ins.srcs[0].nbytes)
+    """Bytes moved: the wider side of a casting copy; every source of a dma_compute is streamed."""
+    return max(ins.dst.nbytes, sum(src.nbytes for src in ins.srcs) if ins.opcode is Opcode.DMA_COMPUTE
+               else ins.srcs[0].nbytes)
 
 
 def _hbm_side(ins: Instruction) -> AccessPattern | None:

@@ -172,4 +172,4 @@ def _nb_indirect(row, frow, bases):
             _nb_copy(moved, frow, bases)
 
 
-OPS = [OpDef(Opcode.DMA_COPY_INDIRECT, _check, _no_cycles, _ref, _encode, _nb_indirect)]
+OPS = [OpDef(Opcode.DMA_COPY_INDIRECT, _check, _no_cycles, _ref, _encode, _nb_indirect, out_of_bounds)]

@@ -2,7 +2,8 @@
 
 Semantics.
 
-- ``NC_MATMUL``: ``dst[m, n] = (dst[m, n] if accumulate else 0) + sum_k stationary[k, m] * moving[k, n]``.
+- ``NC_MATMUL``: ``dst[m, n] = (dst[m, n] if accumulate else 0) + sum_k stationary[k, m] * moving[k, n]``
+  (``double_row`` changes the cost only).
   The sum runs in fp32 over k = 0..K-1 in order as a chain of fused multiply-adds
   (``acc = fma(s, m, acc)``: the exact product added and rounded once, as a PE's multiply-accumulate
   does), and the sum is then added onto the old PSUM value — the same roundings in both executors,
@@ -23,7 +24,9 @@ after this one; its results land ``tensor_engine_pipeline_latency_cycles`` later
   fp32; it runs in the background, while the previous MultiplyMoving streams. MultiplyMoving:
   ``max(min(MM_INIT, N_stationary), N_moving)`` with ``MM_INIT = mm_init_latency_cycles``
   (S23, S9), times ``fp32_matmul_cost_factor`` (4) when an input is fp32; tf32 runs at bf16 speed
-  (S23), and fp8 x fp8 is charged ``fp8_matmul_cost_factor`` (1: no double_row modelled).
+  (S23), and fp8 x fp8 is charged ``fp8_matmul_cost_factor`` (1). FP8 ``double_row`` (S10, S16:
+  [K, 2, M] x [K, 2, N], 2x the FLOPs in the time of one pass) arrives as its two row halves, the
+  second accumulating, each marked ``double_row`` and charged half of both steps.
 - TensorE transpose: ``max(P, min(MM_INIT, F))`` (S23: data is the stationary, an identity the
   moving operand). 4-byte data goes through v3's transpose mode, which is ``transpose_fp32_speedup``
   (2x) faster than the fp32 matmul path (S10), so it costs ``fp32_matmul_cost_factor /
@@ -67,7 +70,7 @@ _E4M3FN_FROM_GENERATION = 4
 # span all 8 (S11).
 _MULTI_BANK_FROM_GENERATION = 4
 
-_MATMUL_IMM = frozenset({"accumulate"})
+_MATMUL_IMM = frozenset({"accumulate", "double_row"})
 
 
 def core_generation(chip: ChipSpec) -> int:
@@ -170,11 +173,18 @@ def _matmul_dtype_factor(stationary: AccessPattern, moving: AccessPattern, chip:
     return 1.0
 
 
+def _double_row_share(ins: Instruction) -> float:
+    """FP8 double-row (S10, S16): the two row halves of a [K, 2, *] matmul together take one pass, so
+    each is charged half."""
+    return 0.5 if ins.imm.get("double_row") else 1.0
+
+
 def _matmul_cycles(ins: Instruction, chip: ChipSpec) -> float:
-    """``max(min(MM_INIT, N_stationary), N_moving)`` TensorE cycles, x4 for fp32 inputs (S23)."""
+    """``max(min(MM_INIT, N_stationary), N_moving)`` TensorE cycles, x4 for fp32 inputs (S23), half for
+    each row half of an FP8 double-row matmul."""
     stationary, moving = ins.srcs
     base = max(min(chip.mm_init_latency_cycles, stationary.free_size), moving.free_size)
-    return float(base) * _matmul_dtype_factor(stationary, moving, chip)
+    return float(base) * _matmul_dtype_factor(stationary, moving, chip) * _double_row_share(ins)
 
 
 def load_stationary_cycles(ins: Instruction, chip: ChipSpec) -> float:
@@ -182,7 +192,7 @@ def load_stationary_cycles(ins: Instruction, chip: ChipSpec) -> float:
     load_stationary_speedup`` TensorE cycles (S20: LS up to 4x faster than an MM of the same free
     size, LS_II ~ 128/4 = 32 cycles), times the same dtype factor as the matmul (x4 for fp32)."""
     stationary, moving = ins.srcs
-    factor = _matmul_dtype_factor(stationary, moving, chip)
+    factor = _matmul_dtype_factor(stationary, moving, chip) * _double_row_share(ins)
     return stationary.free_size / chip.load_stationary_speedup * factor
 
 

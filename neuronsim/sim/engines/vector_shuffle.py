@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from neuronsim.errors import DtypeError
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.encoding import DST, IMM, SRC0
 from neuronsim.sim.engines.common import (
@@ -32,7 +33,6 @@ from neuronsim.sim.engines.common import (
 from neuronsim.sim.ir import QUADRANT, SHUFFLE_KEEP, Instruction, Opcode
 from neuronsim.sim.memory.access import ap_free, ap_parts, gather_raw, scatter_raw
 from neuronsim.sim.memory.reference import RefMemory
-from neuronsim.errors import DtypeError
 
 _MASK_PER_INT = 4  # mask entries packed per int immediate (8 immediates x 4 bytes = 32 entries)
 
