@@ -214,11 +214,48 @@ def fma_f32_np(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return s.astype(np.float32)
 
 
+# Rounding the float64 sum ``p + c`` (exact product of two fp32 values, plus an fp32) straight to
+# fp32 is wrong only where that sum lies exactly on an fp32 tie (low 29 of its 52 fraction bits
+# 1000...0: the first rounding may have moved it there) or where fp32 is subnormal (its ties lie
+# elsewhere); matmul_np takes that short cut and sends just those elements through fma_f32_np.
+_TIE_BITS, _TIE_LOW = np.int64(1 << 28), np.int64((1 << 29) - 1)
+_MIN_NORMAL_EXP = -126  # fp32's smallest normal binade
+
+
+def _min_binade(x: np.ndarray) -> int:
+    """The lowest binade of a nonzero finite element of ``x`` (a large number if there is none)."""
+    finite = np.abs(x[np.isfinite(x) & (x != 0)])
+    return int(np.frexp(finite.min())[1]) - 1 if finite.size else 1 << 10
+
+
 def matmul_np(stationary: np.ndarray, moving: np.ndarray) -> np.ndarray:
-    """``stationary.T @ moving`` in fp32: k in order, one fused multiply-add per product."""
-    total = np.zeros((stationary.shape[1], moving.shape[1]), dtype=np.float32)
+    """``stationary.T @ moving`` in fp32: k in order, one fused multiply-add per product
+    (``fma_f32_np``, bit for bit). Each partial sum is a multiple of the smallest product's fp32
+    granularity, so when that is at least fp32's smallest normal, no nonzero partial sum is
+    subnormal and only ties need the exact rounding."""
+    s64, m64 = stationary.astype(np.float64), moving.astype(np.float64)
+    shape = (stationary.shape[1], moving.shape[1])
+    acc, p = np.zeros(shape, np.float64), np.empty(shape, np.float64)
+    total = np.zeros(shape, np.float32)
+    if not (shape[0] and shape[1]):
+        return total
+    subnormal_possible = _min_binade(stationary) + _min_binade(moving) - 46 < _MIN_NORMAL_EXP
+    bits, test = np.empty(shape, np.int64), np.empty(shape, bool)
     for k in range(stationary.shape[0]):
-        total = fma_f32_np(stationary[k][:, None], moving[k][None, :], total)
+        np.multiply(s64[k][:, None], m64[k][None, :], out=p)
+        s = np.add(p, acc, out=p)  # the float64 sum, in place of the product
+        np.bitwise_and(s.view(np.int64), _TIE_LOW, out=bits)
+        suspect = np.equal(bits, _TIE_BITS, out=test)
+        if subnormal_possible:
+            suspect |= (np.abs(s) < 2.0 ** _MIN_NORMAL_EXP) & (s != 0)
+        if suspect.any():
+            at = np.nonzero(suspect)
+            exact = fma_f32_np(stationary[k][at[0]], moving[k][at[1]], total[at])
+            np.copyto(total, s, casting="unsafe")
+            total[at] = exact
+        else:
+            np.copyto(total, s, casting="unsafe")
+        np.copyto(acc, total)
     return total
 
 

@@ -58,6 +58,41 @@ def test_fma_f32_np_rounds_once():
     assert not np.array_equal(_bits(naive[-3:]), _bits(want[-3:]))  # the hard cases are hard
 
 
+def _fma_chain(s: np.ndarray, mv: np.ndarray) -> np.ndarray:
+    """The definition matmul_np implements: one ``fma_f32_np`` per k over the whole tile."""
+    total = np.zeros((s.shape[1], mv.shape[1]), np.float32)
+    for k in range(s.shape[0]):
+        total = fma_f32_np(s[k][:, None], mv[k][None, :], total)
+    return total
+
+
+@pytest.mark.parametrize("scale", ["unit", "tiny", "ties"])
+def test_matmul_np_short_cut_is_the_fma_chain(scale):
+    """matmul_np rounds the float64 sum straight to fp32 except at fp32 ties and subnormal partial
+    sums: bit for bit the chain of exact FMAs, on data where the short cut alone would be wrong
+    (double rounding at a tie; subnormal sums from tiny operands)."""
+    rng = np.random.default_rng({"unit": 1, "tiny": 2, "ties": 3}[scale])
+    k, m, n = 24, 9, 33
+    if scale == "unit":
+        s, mv = _specials(rng, (k, m)), _specials(rng, (k, n))
+    elif scale == "tiny":  # products near 2^-140: partial sums in fp32's subnormal range
+        s = (rng.standard_normal((k, m)) * 2.0 ** -70).astype(np.float32)
+        mv = (rng.standard_normal((k, n)) * 2.0 ** -70).astype(np.float32)
+    else:  # integers past 2^24: sums land on fp32 ties
+        s = rng.integers(-3, 4, (k, m)).astype(np.float32)
+        mv = (rng.integers(1, 4, (k, n)) * 2.0 ** rng.integers(20, 26, (k, n))).astype(np.float32)
+    one_up, below_one = np.float32(1 + 2 ** -23), np.float32(1 - 2 ** -23)
+    s[:2, 0], mv[:2, 0] = [1, one_up], [one_up, below_one * 2 ** -24]  # element [0, 0] of the first
+    s[2:, 0], mv[2:, 0] = 0, 1  # two steps: one_up, then fma(one_up, ~2^-24, one_up): a double-rounding case
+    with np.errstate(all="ignore"):
+        want, got = _fma_chain(s, mv), matmul_np(s, mv)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+    naive = np.float32(np.float64(one_up) * np.float64(below_one * np.float32(2 ** -24)) + np.float64(one_up))
+    assert naive.view(np.uint32) != want[0, 0].view(np.uint32)  # the short cut alone would differ
+    if scale == "tiny":
+        assert np.any((np.abs(want) < 2.0 ** -126) & (want != 0))  # subnormal results were made
+
+
 # (K, M, N): full tiles, each kind of edge (rows % 4, columns % 16, % 64), N < 16 (the swapped
 # roles), K = 1, and the 1-wide shapes
 SHAPES = [(128, 128, 128), (128, 128, 512), (64, 64, 32), (32, 64, 64), (7, 13, 70), (1, 4, 16),
