@@ -124,7 +124,8 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
         jumps = execute_reference.execute(program, RefMemory(buffers, offsets, core.pitch))
     elif prep.registers is not None:
         bases = core.executor_bases(program, prep.placement, hbm, prep.registers)
-        stopped, taken = execute_numba.execute_branching(prep.itab, prep.ftab, bases)
+        tiered = program if which == "tiered" else None
+        stopped, taken = execute_numba.execute_branching(prep.itab, prep.ftab, bases, tiered, core.pitch)
         if stopped >= 0:
             ins = program.instructions[stopped]
             if bases[-1] == execute_numba.STATUS_PATH_FULL:
@@ -138,7 +139,7 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
         if stopped >= 0:  # an indirect DMA's index out of bounds, or a kernel that raised
             raise execute_numba.stop_error(program, stopped, bases)
     if prep.registers is not None:
-        prep = path_prepared(prep, jumps)
+        prep = path_prepared(prep, jumps, tiered=which == "tiered")
     outputs = {t.name: hbm[t.id] for t in program.hbm_tensors() if t.kind in ("output", "inout")}
     return RunResult(outputs, prep.timeline, prep)
 
@@ -153,8 +154,9 @@ def path_order(n: int, jumps) -> np.ndarray:
     return np.concatenate(pieces).astype(np.int64)
 
 
-def path_prepared(prep: Prepared, jumps) -> Prepared:
-    """The Prepared of one path of a Program with branches: its instructions as they ran, scheduled."""
+def path_prepared(prep: Prepared, jumps, tiered: bool = False) -> Prepared:
+    """The Prepared of one path of a Program with branches: its instructions as they ran, scheduled
+    (``tiered``: as ``prepare`` schedules)."""
     key = tuple(tuple(int(v) for v in j) for j in jumps)
     with _lock:
         hit = prep.paths.get(key)
@@ -163,7 +165,7 @@ def path_prepared(prep: Prepared, jumps) -> Prepared:
     program = prep.program
     order = path_order(len(program.instructions), key)
     ran = Program(program.name, program.tensors, tuple(program.instructions[i] for i in order), program.location)
-    timeline = schedule_program(ran, prep.chip, prep.placement)
+    timeline = schedule_program(ran, prep.chip, prep.placement, tiered)
     hit = dataclasses.replace(prep, program=ran, timeline=timeline, paths={})
     with _lock:
         if len(prep.paths) < MAX_PATHS:

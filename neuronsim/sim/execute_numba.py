@@ -8,7 +8,7 @@ compiles only what it runs, and the loop itself, which names no kernel, compiles
 When the loop meets an opcode whose entry is still empty it returns that instruction's index;
 ``execute`` fills the entry and resumes there, so instructions still run once each, in order.
 
-Tiered (``tiered=True``, the default executor): nothing is compiled in the caller's thread. A unit
+Tiered (the default executor; Programs with branches too): nothing is compiled in the caller's thread. A unit
 in the disk cache is loaded; one that is not is handed to the background compiler (``tiers.py``)
 and, meanwhile, its instructions run on the reference executor over the same bytes — bit for bit
 what the kernel computes (tests/sim/test_executors.py) — so results do not depend on the tier.
@@ -36,6 +36,7 @@ from numba.extending import intrinsic
 from neuronsim.errors import KernelFaultError
 from neuronsim.sim import tiers
 from neuronsim.sim.engines import OPDEFS
+from neuronsim.sim.engines.control import JUMP_FROM_END, REG0_FROM_END
 from neuronsim.sim.engines.dma_indirect import out_of_bounds
 from neuronsim.sim.ir import Memory, Opcode, Program
 from neuronsim.sim.memory.reference import RefMemory
@@ -199,27 +200,73 @@ def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray, program: Prog
     return -1
 
 
-def execute_branching(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> tuple[int, np.ndarray]:
+def execute_branching(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray, program: Program | None = None,
+                      pitch: dict | None = None) -> tuple[int, np.ndarray]:
     """Run an encoded Program with branches; (-1 or the instruction whose status stopped it, the
-    jumps taken as rows (branch index, target)). Not tiered: its kernels compile in place."""
+    jumps taken as rows (branch index, target)). Given ``program`` and ``pitch``, tiered as
+    :func:`execute` is: an instruction whose kernel is not compiled yet runs on the reference
+    executor, over the same bytes and the same registers (those in ``bases``)."""
     from neuronsim.sim.execute_reference import MAX_JUMPS
 
     path = np.zeros((64, 2), np.int64)
-    taken, start = 0, 0
-    while start < itab.shape[0]:
-        start, taken = run_branching(itab, ftab, bases, ENTRIES, start, path, taken)
-        if start < 0:
-            break
-        if bases[-1] == STATUS_PATH_FULL:
-            if taken >= MAX_JUMPS:
+    taken, start, n = 0, 0, itab.shape[0]
+    fallback = None
+    while start < n:
+        if program is None or _branching_loop_available(itab, ftab, bases, path):
+            start, taken = run_branching(itab, ftab, bases, ENTRIES, start, path, taken)
+            if start < 0:
+                break
+            if bases[-1] == STATUS_PATH_FULL:
+                if taken >= MAX_JUMPS:
+                    return start, path[:taken]
+                path = np.concatenate([path, np.zeros_like(path)])
+                bases[-1] = 0
+                continue  # resumes at the branch: its jump is still pending in bases[-2]
+            if bases[-1] != 0:
                 return start, path[:taken]
-            path = np.concatenate([path, np.zeros_like(path)])
-            bases[-1] = 0
-            continue  # resumes at the branch: its jump is still pending in bases[-2]
+        op = Opcode(int(itab[start, 0]))
+        if program is None:
+            load_kernel(op)
+            continue
+        if ENTRIES[op] or tiers.available(op.name.lower(), lambda: _load_cached_kernel(op),
+                                          lambda: load_kernel(op)):
+            _call_one(op, itab, ftab, bases, start)  # the loop is not loaded yet, or stopped here
+        else:
+            if fallback is None:
+                fallback = reference_memory(program, bases, pitch)
+            _reference_step(op, program.instructions[start], fallback, bases)
         if bases[-1] != 0:
             return start, path[:taken]
-        load_kernel(Opcode(int(itab[start, 0])))
+        target = int(bases[-JUMP_FROM_END]) - 1
+        if target < 0:
+            start += 1
+            continue
+        if taken == path.shape[0]:
+            if taken >= MAX_JUMPS:
+                bases[-1] = STATUS_PATH_FULL
+                return start, path[:taken]
+            path = np.concatenate([path, np.zeros_like(path)])
+        path[taken] = start, target
+        taken += 1
+        bases[-JUMP_FROM_END] = 0
+        start = target
     return -1, path[:taken]
+
+
+def _reference_step(op: Opcode, ins, mem: RefMemory, bases: np.ndarray) -> None:
+    """Run one instruction of a Program with branches on the reference executor; its registers
+    and a jump it takes live in ``bases`` (``engines/control.py``) before and after."""
+    count = bases.size - JUMP_FROM_END - len(mem.buffers)  # bases: tensors, registers, jump, status
+    mem.registers = [int(bases[bases.size - REG0_FROM_END - r]) for r in range(count)]
+    began = time.perf_counter()
+    with np.errstate(all="ignore"):
+        OPDEFS[op].reference(ins, mem)
+    tiers.ran_interpreted(op.name.lower(), time.perf_counter() - began)
+    for r, value in enumerate(mem.registers):
+        bases[bases.size - REG0_FROM_END - r] = value
+    if mem.jump is not None:
+        bases[bases.size - JUMP_FROM_END] = mem.jump + 1
+        mem.jump = None
 
 
 def _loop_available(itab, ftab, bases) -> bool:
@@ -228,6 +275,14 @@ def _loop_available(itab, ftab, bases) -> bool:
     sig = tuple(run_encoded.typeof_pyval(a) for a in (itab, ftab, bases, ENTRIES, 0))
     return tiers.available("loop", lambda: tiers.load_cached(run_encoded, sig),
                            lambda: run_encoded.compile(sig))
+
+
+def _branching_loop_available(itab, ftab, bases, path) -> bool:
+    if run_branching.overloads:
+        return True
+    sig = tuple(run_branching.typeof_pyval(a) for a in (itab, ftab, bases, ENTRIES, 0, path, 0))
+    return tiers.available("branch_loop", lambda: tiers.load_cached(run_branching, sig),
+                           lambda: run_branching.compile(sig))
 
 
 def _call_one(op: Opcode, itab, ftab, bases, i: int) -> None:

@@ -59,6 +59,15 @@ def _compile_loop() -> None:
     execute_numba.run_encoded(itab, np.zeros((1, 1)), np.zeros(1, np.int64), entries, 0)
 
 
+def _compile_branch_loop() -> None:
+    """The loop of Programs with branches (``run_branching``), likewise stopping at once."""
+    itab = np.zeros((1, 1), np.int64)
+    itab[0, 0] = len(execute_numba.ENTRIES)
+    entries = np.zeros(len(execute_numba.ENTRIES) + 1, np.int64)
+    execute_numba.run_branching(itab, np.zeros((1, 1)), np.zeros(3, np.int64), entries, 0,
+                                np.zeros((1, 2), np.int64), 0)
+
+
 def _compile_scheduler() -> None:
     program = _dma_program()
     schedule.schedule_program(program, get_chip("trn2"), place_tensors(program, get_chip("trn2")))
@@ -66,6 +75,7 @@ def _compile_scheduler() -> None:
 
 UNITS: tuple[WarmupUnit, ...] = (
     WarmupUnit("loop", "the executor's loop", compile=_compile_loop),
+    WarmupUnit("branch_loop", "the executor's loop for Programs with branches", compile=_compile_branch_loop),
     WarmupUnit("scheduler", "the scheduler", compile=_compile_scheduler),
     *(WarmupUnit(op.name.lower(), f"the {op.name} kernel", opcode=op) for op in Opcode),
 )

@@ -32,16 +32,18 @@ class _Cold:
     their uses take the interpreted tier (no worker is started: they are pending already)."""
 
     def __init__(self, units):
-        self.units = set(units) | {"loop", "scheduler"}
+        self.units = set(units) | {"loop", "branch_loop", "scheduler"}
 
     def __enter__(self):
         self.entries = execute_numba.ENTRIES.copy()
         self.state = dict(tiers._units.state)
         self.seconds = dict(tiers._units.seconds)
         self.loop = dict(execute_numba.run_encoded.overloads)
+        self.branch_loop = dict(execute_numba.run_branching.overloads)
         self.scheduler = dict(sim.schedule.schedule_arrays.overloads)
         execute_numba.ENTRIES[:] = 0
         execute_numba.run_encoded.overloads.clear()
+        execute_numba.run_branching.overloads.clear()
         sim.schedule.schedule_arrays.overloads.clear()
         for unit in self.units:
             tiers._units.state[unit] = "pending"
@@ -53,6 +55,7 @@ class _Cold:
     def __exit__(self, *exc):
         execute_numba.ENTRIES[:] = self.entries
         execute_numba.run_encoded.overloads.update(self.loop)
+        execute_numba.run_branching.overloads.update(self.branch_loop)
         sim.schedule.schedule_arrays.overloads.update(self.scheduler)
         tiers._units.state.clear()
         tiers._units.state.update(self.state)
@@ -63,32 +66,59 @@ def _fresh(program: Program) -> Program:
     return Program(program.name, program.tensors, program.instructions)
 
 
+def _same_on_every_tier(program: Program, seed: int) -> None:
+    inputs = _inputs(program, seed)
+    compiled = run_snapshot(program, inputs, "numba")
+    def run(executor: str):
+        arrays = {name: a.copy() for name, a in inputs.items()}
+        return sim.run(_fresh(program), arrays, "trn2", executor=executor, uninitialized_memory="zero")
+
+    compiled_result = run("numba")
+    opcodes = {ins.opcode.name.lower() for ins in program.instructions}
+    cold_program = _fresh(program)
+    with _Cold(opcodes) as cold:
+        interpreted = run_snapshot(cold_program, inputs, "tiered")
+        cold_result = run("tiered")
+        assert not execute_numba.loaded_opcodes(), "a kernel was loaded: nothing ran interpreted"
+        assert cold.interpreted_seconds("scheduler") > 0
+        ran = {ins.opcode.name.lower() for ins in cold_result.prepared.program.instructions}  # on its path
+        assert all(cold.interpreted_seconds(op) > 0 for op in ran)
+    for name in compiled:
+        np.testing.assert_array_equal(interpreted[name], compiled[name], err_msg=f"seed {seed}: {name}")
+    timeline, compiled_timeline = cold_result.timeline, compiled_result.timeline
+    assert [id(ins) for ins in cold_result.prepared.program.instructions] == \
+        [id(ins) for ins in compiled_result.prepared.program.instructions]  # the same path
+    for field in ("start_ns", "end_ns", "done_ns", "issue_ns", "pre_start_ns", "pre_done_ns"):
+        np.testing.assert_array_equal(getattr(timeline, field), getattr(compiled_timeline, field),
+                                      err_msg=f"seed {seed}: {field}")
+    assert timeline.total_ns == compiled_timeline.total_ns
+
+
 def test_a_program_gives_the_same_bytes_and_cycles_on_every_tier():
     tried = 0
     for seed in range(40):
         _, program = random_program(random.Random(seed), seed, length=6)
-        if program.has_control:  # branching Programs run their kernels compiled in place (not tiered)
+        if program.has_control:
             continue
         tried += 1
         if tried > 8:
             break
-        inputs = _inputs(program, seed)
-        compiled = run_snapshot(program, inputs, "numba")
-        compiled_timeline = sim.prepare(program, "trn2", uninitialized_memory="zero", tiered=False).timeline
-        opcodes = {ins.opcode.name.lower() for ins in program.instructions}
-        cold_program = _fresh(program)
-        with _Cold(opcodes) as cold:
-            interpreted = run_snapshot(cold_program, inputs, "tiered")
-            assert not execute_numba.loaded_opcodes(), "a kernel was loaded: nothing ran interpreted"
-            assert cold.interpreted_seconds("scheduler") > 0
-            assert all(cold.interpreted_seconds(op) > 0 for op in opcodes)
-        timeline = sim.prepare(cold_program, "trn2", uninitialized_memory="zero").timeline
-        for name in compiled:
-            np.testing.assert_array_equal(interpreted[name], compiled[name], err_msg=f"seed {seed}: {name}")
-        for field in ("start_ns", "end_ns", "done_ns", "issue_ns", "pre_start_ns", "pre_done_ns"):
-            np.testing.assert_array_equal(getattr(timeline, field), getattr(compiled_timeline, field),
-                                          err_msg=f"seed {seed}: {field}")
-        assert timeline.total_ns == compiled_timeline.total_ns
+        _same_on_every_tier(program, seed)
+
+
+def test_a_program_with_branches_gives_the_same_bytes_path_and_cycles_on_every_tier():
+    """Registers and jumps cross between the tiers through ``bases``: a loop whose counter, branch
+    and body run interpreted takes the same path as the compiled one."""
+    tried = 0
+    for seed in range(400):
+        _, program = random_program(random.Random(seed), seed, length=6)
+        if not program.has_control or not any(i.opcode is Opcode.BRANCH for i in program.instructions):
+            continue
+        tried += 1
+        _same_on_every_tier(program, seed)
+        if tried == 4:
+            break
+    assert tried == 4
 
 
 @njit(cache=False)
@@ -157,3 +187,44 @@ def test_a_cold_process_runs_at_once_and_the_next_loads_what_its_worker_compiled
     assert warm["pending"] == [] and warm["loaded"] == ["MEMSET", "NC_TRANSPOSE"], warm
     assert warm["bytes"] == cold["bytes"] and warm["total_ns"] == cold["total_ns"]
     assert np.frombuffer(bytes(warm["bytes"]), np.float32).tolist() == [3.5] * 128
+
+
+def test_a_worker_stops_when_its_cache_directory_is_deleted(tmp_path):
+    """A compile worker never outlives its cache (a test's temporary cache, a cleared one): one
+    whose directory is gone before it starts never imports the simulator (which would make the
+    directory again), and one running stops within a second of the deletion, even while it waits
+    for units."""
+    import fcntl
+    import shutil
+    import time
+
+    from neuronsim.sim._numba_cache import _IN_USE, sources_hash
+
+    def start(root: Path, deleted_first: bool = False) -> tuple[subprocess.Popen, Path]:
+        cache = root / sources_hash()
+        cache.mkdir(parents=True)
+        lock_path = cache / tiers.WORKER_LOCK
+        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        if deleted_first:  # while the worker is being started
+            shutil.rmtree(root)
+        env = dict(os.environ, NEURON_SIM_CACHE_DIR=str(root),
+                   PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
+        try:
+            return subprocess.Popen([sys.executable, "-c", tiers._START_WORKER, str(lock), str(lock_path)],
+                                    stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                    pass_fds=(lock,)), cache
+        finally:
+            os.close(lock)
+
+    gone, _ = start(tmp_path / "gone", deleted_first=True)
+    running, cache = start(tmp_path / "running")
+    assert gone.wait(timeout=60) == 0
+    assert not (tmp_path / "gone").exists()
+    deadline = time.monotonic() + 300
+    while not (cache / _IN_USE).exists():  # the simulator is imported: the worker is up
+        assert running.poll() is None and time.monotonic() < deadline, running.stderr.read()
+        time.sleep(0.05)
+    shutil.rmtree(tmp_path / "running")
+    assert running.wait(timeout=10) == 0  # its stdin is still open: it left because the cache went
+    running.stdin.close()
