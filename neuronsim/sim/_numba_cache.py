@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import sys
 import threading
@@ -49,14 +50,66 @@ def cache_dir() -> Path:
     return cache_root() / sources_hash()
 
 
+# Other versions' directories under the same root are deleted only when no process uses them
+# (each process holds ``_IN_USE`` shared while it lives) and they are not among the
+# ``KEEP_VERSIONS`` most recently used: two checkouts sharing a root (a branch and main, two
+# worktrees) keep each other's caches, and edits to the simulator do not pile up versions.
+_IN_USE = ".in_use"
+KEEP_VERSIONS = 4
+_VERSION_NAME = re.compile(r"[0-9a-f]{16}")  # sources_hash(): nothing else in the root is touched
+_in_use_fd: int | None = None  # this process's shared hold on its directory's _IN_USE
+
+
+def _hold_in_use(target: Path) -> None:
+    """Hold ``target``'s in-use lock shared for the life of the process (and touch it: last used)."""
+    global _in_use_fd
+    for _ in range(8):  # another process may be deleting the directory right now: make it again
+        target.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target / _IN_USE, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            if os.fstat(fd).st_ino == os.stat(target / _IN_USE).st_ino:  # not deleted meanwhile
+                os.utime(fd)
+                os.set_inheritable(fd, False)
+                _in_use_fd = fd
+                return
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def _last_used(version: Path) -> float:
+    try:
+        return (version / _IN_USE).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _delete_unused_versions(root: Path, target: Path) -> None:
+    others = sorted((d for d in root.iterdir() if d != target and _VERSION_NAME.fullmatch(d.name) and d.is_dir()),
+                    key=_last_used, reverse=True)
+    for old in others[KEEP_VERSIONS - 1:]:
+        try:
+            fd = os.open(old / _IN_USE, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while any process uses it
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
 def _prepare_dir() -> Path:
     root = cache_root()
     target = cache_dir()
     try:
-        target.mkdir(parents=True, exist_ok=True)
-        for old in root.iterdir():  # older source versions will never be used again
-            if old.is_dir() and old != target:
-                shutil.rmtree(old, ignore_errors=True)
+        _hold_in_use(target)
+        _delete_unused_versions(root, target)
     except OSError:
         pass  # read-only home: numba falls back to no caching for unwritable dirs
     return target

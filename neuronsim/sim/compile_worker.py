@@ -5,10 +5,11 @@ Reads unit names (``warmup.UNITS``), one a line, from stdin; compiles each into 
 and answers ``ready <unit>`` or ``failed <unit>`` on stdout. It ends at the end of its input — after
 the process that started it exited, if that one left units for it — at a lower CPU priority than
 that process. While it lives it holds ``tiers.WORKER_LOCK`` shared (``tiers.wait_for_workers``; the
-caller takes it and hands it over, file descriptor given as the argument, so there is no moment
+caller takes it and hands it over, file descriptor and path given as the arguments, so there is no moment
 when a started worker does not hold it), and
 when it ends it appends its CPU seconds and units to ``background.log`` in the cache directory (its
-errors go to ``background.err`` there).
+errors go to ``background.err`` there). It never outlives its cache: when the directory is
+deleted (a test's temporary cache, a cleared cache), it stops at once, whatever is left.
 """
 
 from __future__ import annotations
@@ -18,7 +19,33 @@ import json
 import os
 import resource
 import sys
+import threading
 import traceback
+from pathlib import Path
+
+_WATCH_SECONDS = 0.5
+
+
+def _lock_is_there(fd: int, path: str) -> bool:
+    """Whether ``path`` is still the file open as ``fd`` (an open file's inode is never reused)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except OSError:
+        return False
+
+
+def _stop_when_deleted(lock: int, path: str) -> None:
+    """Exit the process as soon as its cache directory is gone or replaced (its worker lock with
+    it): nothing would read what it compiles."""
+    if not _lock_is_there(lock, path):
+        os._exit(0)
+
+    def watch() -> None:
+        while _lock_is_there(lock, path):
+            threading.Event().wait(_WATCH_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="neuronsim-cache-watch", daemon=True).start()
 
 
 def main() -> int:
@@ -26,15 +53,18 @@ def main() -> int:
         os.nice(5)  # the process it works for comes first
     except OSError:
         pass
+    if len(sys.argv) > 2:  # the lock the caller took for it (shared, on the file it opened), its path
+        lock = int(sys.argv[1])
+        _stop_when_deleted(lock, sys.argv[2])
     from neuronsim.sim import tiers, warmup
     from neuronsim.sim._numba_cache import cache_dir
 
-    units = {u.name: u for u in warmup.UNITS}
-    if len(sys.argv) > 1:  # the lock the caller took for it (shared, on the file it opened)
-        lock = int(sys.argv[1])
-    else:
-        lock = os.open(cache_dir() / tiers.WORKER_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    if len(sys.argv) <= 2:
+        path = str(cache_dir() / tiers.WORKER_LOCK)
+        lock = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         fcntl.flock(lock, fcntl.LOCK_SH)
+        _stop_when_deleted(lock, path)
+    units = {u.name: u for u in warmup.UNITS}
     done, answering = [], True
     for line in sys.stdin:
         name = line.strip()
@@ -55,8 +85,11 @@ def main() -> int:
                 sys.stdout = open(os.devnull, "w")  # noqa: SIM115
     usage = resource.getrusage(resource.RUSAGE_SELF)
     record = {"pid": os.getpid(), "cpu_s": usage.ru_utime + usage.ru_stime, "units": done}
-    with open(cache_dir() / "background.log", "a") as log:
-        log.write(json.dumps(record) + "\n")
+    try:
+        with open(cache_dir() / "background.log", "a") as log:
+            log.write(json.dumps(record) + "\n")
+    except OSError:
+        pass  # the cache went away as the last unit ended
     os.close(lock)
     return 0
 

@@ -36,7 +36,18 @@ from numba.core.registry import CPUDispatcher
 from neuronsim.sim import _numba_cache
 
 WORKER_LOCK = ".workers.lock"  # held shared by every live worker of a cache directory
-_FIRST = ("loop", "scheduler")  # what makes everything else fast: compiled before any kernel
+# How a worker starts: not at all if its cache directory is gone already (deleted while it was being
+# started), checked before anything imports neuronsim.sim, which would make the directory again.
+_START_WORKER = """import os, sys
+try:
+    there = os.stat(sys.argv[2]).st_ino == os.fstat(int(sys.argv[1])).st_ino
+except OSError:
+    there = False
+if there:
+    import runpy
+    runpy.run_module("neuronsim.sim.compile_worker", run_name="__main__", alter_sys=True)
+"""
+_FIRST = ("loop", "branch_loop", "scheduler")  # what makes everything else fast: before any kernel
 
 
 def load_cached(dispatcher, sig: tuple) -> bool:
@@ -106,14 +117,15 @@ class _Units:
         except OSError:
             log = subprocess.DEVNULL
         # The worker's lock, taken here and inherited: held from before the worker exists until it ends.
-        lock = os.open(cache / WORKER_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        lock_path = cache / WORKER_LOCK
+        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
         # Its answers come through a pipe read with os.read, no file object: closing a file object
         # at exit would wait for the reader thread's read, i.e. for the unit being compiled.
         answers, answer_end = os.pipe()
         try:
             fcntl.flock(lock, fcntl.LOCK_SH)
             self.worker = subprocess.Popen(
-                [sys.executable, "-m", "neuronsim.sim.compile_worker", str(lock)], stdin=subprocess.PIPE,
+                [sys.executable, "-c", _START_WORKER, str(lock), str(lock_path)], stdin=subprocess.PIPE,
                 stdout=answer_end, stderr=log, env=env, start_new_session=True, text=True, bufsize=1,
                 pass_fds=(lock,))
         except OSError:

@@ -280,3 +280,28 @@ def test_a_compile_shows_a_progress_line_on_a_terminal_only(monkeypatch):
             assert text.endswith("\r\x1b[K")  # the line is erased when the compile ends
         else:
             assert text == ""
+
+
+def test_other_versions_caches_are_kept_while_used_and_while_recent(tmp_path, monkeypatch):
+    """Two checkouts sharing a cache root keep each other's caches: a version directory a live
+    process holds (its in-use lock) is never deleted, nor the most recently used ones; older unused
+    versions go, and nothing in the root that is not a version directory is touched."""
+    import fcntl
+
+    from neuronsim.sim import _numba_cache
+
+    monkeypatch.setattr(_numba_cache, "KEEP_VERSIONS", 3)
+    names = [f"{i:016x}" for i in range(6)]
+    for age, name in enumerate(names):  # names[0] the most recently used
+        (tmp_path / name).mkdir()
+        (tmp_path / name / _numba_cache._IN_USE).touch()
+        os.utime(tmp_path / name / _numba_cache._IN_USE, (1e9 - age, 1e9 - age))
+    (tmp_path / "not-a-version").mkdir()
+    held = os.open(tmp_path / names[5] / _numba_cache._IN_USE, os.O_RDWR)  # a live process of the oldest
+    fcntl.flock(held, fcntl.LOCK_SH)
+    try:
+        _numba_cache._delete_unused_versions(tmp_path, tmp_path / ("f" * 16))
+    finally:
+        os.close(held)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([names[0], names[1], names[5], "not-a-version"])
