@@ -394,7 +394,7 @@ def plan_arith(call: Call) -> Launch | None:
         return None
     if _all(call, INT32):
         return _plan_int_arith(call, base, op, tensor, value, alpha)
-    if not _floats(call):
+    if not (_floats(call) or (base == "div" and _true_division_of_ints(call))):
         return None
     alpha = float(alpha)
     if tensor is not None:
@@ -411,6 +411,12 @@ def plan_arith(call: Call) -> Launch | None:
     if base == "rsub":  # s - alpha * a
         return _launch(call, alu, op0=A.multiply, v0=-alpha, op1=A.add, v1=value)
     return _launch(call, alu, op0=op, v0=value)
+
+
+def _true_division_of_ints(call: Call) -> bool:
+    """``int_tensor / n`` (true division: a float32 result): ATen converts each integer operand to
+    fp32 (rounding to nearest above 2**24), then divides — what VectorE does reading int tiles."""
+    return call.outputs[0].dtype is torch.float32 and all(t.dtype in INTEGERS for t in call.inputs)
 
 
 def _rsub_alpha(dst, other, x, alpha):  # other - alpha * x, as (x * -alpha) + other

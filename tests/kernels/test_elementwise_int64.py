@@ -135,3 +135,18 @@ def test_masked_fill_and_where_on_int64():
     assert torch.neuron.get_fallback_ops() == []
     assert torch.equal(filled.cpu(), x.masked_fill(m, -7))
     assert torch.equal(picked.cpu(), torch.where(m, x, (x.int() * 2).long()))
+
+
+def test_true_division_of_integers_gives_float32_natively():
+    """``int_tensor / n`` (the HF Trainer divides its int64 token counts): each integer operand is
+    converted to fp32 (rounding to nearest past 2**24), then divided, as ATen does."""
+    torch.manual_seed(3)
+    cases = [(torch.tensor(7), 1), (torch.randint(-2**30, 2**30, (5, 33)), 3),
+             (torch.randint(-100, 100, (4, 5), dtype=torch.int32), torch.randint(1, 9, (5,))),
+             (torch.randint(0, 2, (6,)).bool(), 2.5)]
+    for a, b in cases:
+        torch.neuron.clear_op_tracking()
+        got = a.to("neuron") / (b.to("neuron") if isinstance(b, torch.Tensor) else b)
+        want = a / b
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+        assert torch.neuron.get_fallback_ops() == [], (a.dtype, b)
