@@ -19,6 +19,7 @@ INT64 = {
     "and": (torch.bitwise_and, "aten::bitwise_and.Tensor"),
     "not": (lambda a, b: ~a, "aten::bitwise_not"),
     "neg": (lambda a, b: -a, "aten::neg"),
+    "sign": (lambda a, b: a.sign(), "aten::sign"),
     "abs": (lambda a, b: a.abs(), "aten::abs"),
     "clamp": (lambda a, b: a.clamp(-5, 7), "aten::clamp"),
     "adds": (lambda a, b: a + 7, "aten::add.Tensor"),
@@ -150,3 +151,15 @@ def test_true_division_of_integers_gives_float32_natively():
         want = a / b
         assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
         assert torch.neuron.get_fallback_ops() == [], (a.dtype, b)
+
+
+def test_integer_operands_of_float32_arithmetic_are_converted_as_aten_does():
+    """``float32 + int32`` (Mixtral's expert counts), DeBERTa's ``float * int64`` positions."""
+    torch.manual_seed(4)
+    a, b = torch.randn(4, 8), torch.randint(-50, 50, (4, 8), dtype=torch.int32)
+    c = torch.randint(-2**30, 2**30, (8,))
+    for fn in (lambda x, y, z: x + y, lambda x, y, z: y - x, lambda x, y, z: x * z,
+               lambda x, y, z: torch.add(x, z, alpha=0.5), lambda x, y, z: torch.maximum(x, y)):
+        torch.neuron.clear_op_tracking()
+        got = fn(a.to("neuron"), b.to("neuron"), c.to("neuron"))
+        assert torch.equal(got.cpu(), fn(a, b, c)) and torch.neuron.get_fallback_ops() == []
