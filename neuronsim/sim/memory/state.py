@@ -64,12 +64,20 @@ class CoreMemory:
         """Fill the bytes of ``program``'s on-chip tensors, except those named in ``keep`` (tiles
         that carry their values over from an earlier phase of the same kernel on this core)."""
         fill = FILL_BYTE[policy]
-        for t in program.tensors:
-            if t.memory is Memory.HBM or t.name in keep:
-                continue
-            mem = self.sbuf if t.memory is Memory.SBUF else self.psum
-            start, off = placement.start_partition[t.id], placement.byte_offset[t.id]
-            mem[start:start + t.partitions, off:off + t.bytes_per_partition] = fill
+        regions = [(t, self._region(t, placement)) for t in program.tensors if t.memory is not Memory.HBM]
+        # A tile first used in this phase may take the bytes of a kept tile after that tile's last use
+        # in this phase: its fill must not clobber the kept values before then.
+        kept = [(r, r.copy()) for t, r in regions if t.name in keep]
+        for t, r in regions:
+            if t.name not in keep:
+                r[...] = fill
+        for r, values in kept:
+            r[...] = values
+
+    def _region(self, t: TensorDecl, placement: Placement) -> np.ndarray:
+        mem = self.sbuf if t.memory is Memory.SBUF else self.psum
+        start, off = placement.start_partition[t.id], placement.byte_offset[t.id]
+        return mem[start:start + t.partitions, off:off + t.bytes_per_partition]
 
     def on_chip_base(self, t: TensorDecl, placement: Placement) -> tuple[np.ndarray, int]:
         """The flat host buffer of ``t``'s memory and ``t``'s byte offset in it."""
