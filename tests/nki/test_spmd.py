@@ -140,31 +140,3 @@ def test_sendrecv_misuse_names_the_kernel_line():
     with pytest.raises(ConstraintError, match="on rank 1 receives from rank 0, but rank 0 sends to rank 0"):
         nki.simulate(lopsided[2])(np.zeros((128, 4), np.float32))
 
-
-@nki.jit
-def exchange_then_reuse(a):
-    """nki-library's gate_up_projection_mx_shard_H: a tile carried over the exchange is read after
-    it, then a tile first used after the exchange takes its bytes."""
-    me = nl.program_id(0)
-    out = nl.ndarray((2,) + a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    mine = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=mine, src=a)
-    theirs = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
-    nisa.tensor_tensor(dst=mine, data1=mine, data2=theirs, op=nl.add)
-    nisa.dma_copy(dst=out[0], src=mine)
-    later = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.memset(dst=later, value=1.0)
-    nisa.dma_copy(dst=out[1], src=later)
-    return out
-
-
-def test_a_tile_new_after_an_exchange_does_not_clobber_one_carried_over():
-    a = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
-    traced = exchange_then_reuse[2].specialize((a,))
-    after = traced.instances[0].programs[1]
-    addresses = {t.name: t.address for t in after.tensors if t.address is not None}
-    assert len(set(addresses.values())) < len(addresses)  # the new tile reuses the carried one's bytes
-    out = nki.simulate(exchange_then_reuse[2])(a)
-    np.testing.assert_array_equal(out[0], 2 * a)
-    np.testing.assert_array_equal(out[1], 1.0)
