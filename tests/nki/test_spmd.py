@@ -139,4 +139,3 @@ def test_sendrecv_misuse_names_the_kernel_line():
 
     with pytest.raises(ConstraintError, match="on rank 1 receives from rank 0, but rank 0 sends to rank 0"):
         nki.simulate(lopsided[2])(np.zeros((128, 4), np.float32))
-
