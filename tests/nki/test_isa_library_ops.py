@@ -364,3 +364,32 @@ def test_a_psum_row_broadcast_past_4k_elements_streams():
 
     with pytest.raises(ConstraintError, match="4100 elements per partition of PSUM.*limit is 4096"):
         nki.simulate(too_wide)(x, m)
+
+
+# ---------------------------------------------------------------- nonzero_with_count
+
+def test_nonzero_with_count_misuse_names_the_line():
+    x = np.zeros((128, 64), np.float32)
+
+    @nki.jit
+    def no_count_slot(a):
+        t = nl.load(a)
+        out = nl.ndarray((128, 64), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.nonzero_with_count(dst=out, src=t)  # <- here
+        return a
+
+    @nki.jit
+    def float_dst(a):
+        out = nl.ndarray((128, 65), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.nonzero_with_count(dst=out, src=nl.load(a))  # <- here
+        return a
+
+    @nki.jit
+    def float_offset(a):
+        out = nl.ndarray((128, 65), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.nonzero_with_count(dst=out, src=nl.load(a), index_offset=0.5)  # <- here
+        return a
+
+    raises_at(no_count_slot, (x,), ConstraintError, "one more element per partition")
+    raises_at(float_dst, (x,), DtypeError, "dst must be int32")
+    raises_at(float_offset, (x,), ConstraintError, "index_offset=0.5 must be an int32")

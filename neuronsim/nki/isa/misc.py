@@ -120,7 +120,6 @@ NOT_SIMULATED = (
     "rand2",
     "exponential",
     "sequence_bounds",
-    "nonzero_with_count",
     "topk",
 )
 for _fn in NOT_SIMULATED:

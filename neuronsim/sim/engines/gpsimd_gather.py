@@ -1,5 +1,5 @@
-"""GpSimd gathers within partitions: nc_n_gather — checks, semantics (numpy reference and Numba) and
-cost side by side.
+"""GpSimd gathers within partitions: nc_n_gather and nonzero_with_count — checks, semantics (numpy
+reference and Numba) and costs side by side.
 
 nc_n_gather (S16): ``dst[p, k] = data[p, indices[p, k]]`` with ``data``'s free dims flattened
 row-major, bit for bit (dst has data's dtype); ``indices`` are uint32 with ``dst``'s elements per
@@ -10,6 +10,17 @@ status slot, as an indirect DMA does).
 Cost (assumed; the docs give no figure): the instruction is ``n = ceil(data elements per partition /
 512)`` ISA instruction groups (S16), each paying GpSimd's start cost (``gpsimd_start_cycles``, S23),
 plus one cycle per gathered element: ``n * GPSIMD_START + N_out`` GpSimd cycles.
+
+nonzero_with_count (S16, NeuronCore-v3+): each of the 8 GpSimd cores reads and writes only the first
+of its 16 partitions (partitions 0, 16, ..., 112; counted from the access's first partition, which
+the start-partition rule puts on a multiple of 16). For such a partition with src values
+``x[0..T-1]`` (float32 or int32, free dims flattened row-major) dst (int32, T + 1 elements) gets the
+positions ``i + index_offset`` of the nonzero ``x[i]`` in order, then ``padding_val`` up to T
+elements, then the count. "Nonzero" is the value's (``x != 0``: -0.0 is zero, NaN is not). Every
+other dst partition keeps its contents (dst counts as read).
+
+Cost (assumed; the docs give no figure): the cores run in parallel, each scanning its partition and
+writing its T + 1 results at one element a cycle: ``GPSIMD_START + T + 1`` GpSimd cycles.
 """
 
 from __future__ import annotations
@@ -22,7 +33,7 @@ from numba import njit
 from neuronsim.errors import DtypeError, OutOfBoundsError
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
-from neuronsim.sim.encoding import DST, SRC0, SRC1
+from neuronsim.sim.encoding import DST, IMM, SRC0, SRC1
 from neuronsim.sim.engines.common import (
     OpDef,
     fail,
@@ -31,8 +42,17 @@ from neuronsim.sim.engines.common import (
     require_known_immediates,
     require_operands,
 )
+from neuronsim.sim.engines.gpsimd import INT32_MAX, INT32_MIN, PARTITIONS_PER_GPSIMD_CORE
 from neuronsim.sim.ir import Instruction, Opcode
-from neuronsim.sim.memory.access import ap_free, gather_i64, gather_raw, scatter_raw
+from neuronsim.sim.memory.access import (
+    ap_free,
+    ap_parts,
+    gather_f32,
+    gather_i64,
+    gather_raw,
+    scatter_i64,
+    scatter_raw,
+)
 from neuronsim.sim.memory.reference import RefMemory
 
 N_GATHER_GROUP = 512  # data elements per partition one ISA instruction group covers (S16)
@@ -93,5 +113,71 @@ def _nb_n_gather(row, frow, bases):
     scatter_raw(row, DST, bases, out)
 
 
+NONZERO_SRC_DTYPES = frozenset({DType.float32, DType.int32})
+
+
+def _check_nonzero(ins: Instruction, chip: ChipSpec) -> None:
+    require_known_immediates(ins, frozenset({"index_offset", "padding_val"}))
+    require_operands(ins, 1)
+    src, dst = ins.srcs[0], ins.dst
+    if src.dtype not in NONZERO_SRC_DTYPES:
+        raise fail(ins, f"src is {src.dtype.name}; nonzero_with_count reads float32 or int32", DtypeError)
+    if dst.dtype is not DType.int32:
+        raise fail(ins, f"dst is {dst.dtype.name}; nonzero_with_count writes int32", DtypeError)
+    require(src.partitions == dst.partitions, ins, f"src has {src.partitions} partitions but dst has "
+            f"{dst.partitions}; they must match")
+    require(dst.free_size == src.free_size + 1, ins, f"dst has {dst.free_size} elements per partition; "
+            f"it must have src's {src.free_size} plus one for the count")
+    for name in ("index_offset", "padding_val"):
+        v = ins.imm.get(name, 0)
+        require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and INT32_MIN <= v <= INT32_MAX,
+                ins, f"{name}={v!r} must be an int32")
+    last = int(ins.imm.get("index_offset", 0)) + src.free_size - 1
+    require(last <= INT32_MAX, ins, f"index_offset={ins.imm.get('index_offset', 0)} puts the last index at "
+            f"{last}, beyond int32")
+
+
+def _cycles_nonzero(ins: Instruction, chip: ChipSpec) -> float:
+    """Assumed: ``GPSIMD_START + T + 1`` (the 8 cores in parallel, one element a cycle)."""
+    return float(chip.gpsimd_start_cycles + ins.dst.free_size)
+
+
+def _ref_nonzero(ins: Instruction, mem: RefMemory) -> None:
+    src, dst = ins.srcs[0], ins.dst
+    offset, pad = int(ins.imm.get("index_offset", 0)), int(ins.imm.get("padding_val", 0))
+    x = mem.read(src)
+    out = mem.read_int(dst) if ins.reads_dst() else np.empty((dst.partitions, dst.free_size), np.int64)
+    for p in range(0, dst.partitions, PARTITIONS_PER_GPSIMD_CORE):
+        found = np.flatnonzero(x[p] != 0)
+        out[p, :] = pad
+        out[p, :found.size] = found + offset
+        out[p, -1] = found.size
+    mem.write_int(dst, out)
+
+
+def _encode_nonzero(ins: Instruction) -> tuple[list[int], list[float]]:
+    return [int(ins.imm.get("index_offset", 0)), int(ins.imm.get("padding_val", 0))], []
+
+
+@njit(cache=True)
+def _nb_nonzero(row, frow, bases):
+    offset, pad = row[IMM], row[IMM + 1]
+    x = gather_f32(row, SRC0, bases)
+    parts, n = ap_parts(row, DST), ap_free(row, DST)
+    out = gather_i64(row, DST, bases) if parts > 1 else np.empty((parts, n), dtype=np.int64)
+    for p in range(0, parts, 16):  # PARTITIONS_PER_GPSIMD_CORE
+        count = 0
+        for i in range(n - 1):
+            if x[p, i] != 0:
+                out[p, count] = i + offset
+                count += 1
+        for i in range(count, n - 1):
+            out[p, i] = pad
+        out[p, n - 1] = count
+    scatter_i64(row, DST, bases, out)
+
+
 OPS = [OpDef(Opcode.NC_N_GATHER, _check_n_gather, _cycles_n_gather, _ref_n_gather, no_immediates,
-             _nb_n_gather, index_out_of_range)]
+             _nb_n_gather, index_out_of_range),
+       OpDef(Opcode.NONZERO_WITH_COUNT, _check_nonzero, _cycles_nonzero, _ref_nonzero, _encode_nonzero,
+             _nb_nonzero)]

@@ -1,9 +1,9 @@
-"""GpSimd gathers (sim/engines/gpsimd_gather.py): nc_n_gather on both executors, its assumed cost
-formula, the run-time index check and every static check."""
+"""GpSimd gathers (sim/engines/gpsimd_gather.py): nc_n_gather and nonzero_with_count on both
+executors, their assumed cost formulas, the run-time index check and every static check."""
 
 import numpy as np
 import pytest
-from reduce_cases import CHIP, EXECUTORS, OneOp, cycles, registered_opcodes, rejects
+from reduce_cases import CHIP, EXECUTORS, OneOp, cycles, registered_opcodes, rejects, run_one
 
 from neuronsim import sim
 from neuronsim.errors import ConstraintError, DtypeError, OutOfBoundsError
@@ -53,5 +53,52 @@ def test_n_gather_cost_and_checks():
             "indices have 8 elements per partition but dst has 4")
 
 
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_nonzero_with_count_lists_positions_on_each_gpsimd_cores_first_partition(executor):
+    """S16: on partitions 0, 16, ..., 112 dst = [i + index_offset for nonzero x[i]], padding_val up to
+    T, then the count; -0.0 is zero, NaN is not; every other dst partition keeps its contents."""
+    rng = np.random.default_rng(3)
+    x = np.where(rng.random((48, 2, 5)) < 0.4, rng.standard_normal((48, 2, 5)), 0).astype(np.float32)
+    x[0] = 0
+    x[16, 0] = [np.nan, -0.0, 1.0, 2.0, 0.0]
+    before = np.full((48, 11), 77, np.int32)
+    k = OneOp()
+    src = k.load("x", x)
+    out = k.load("out", before)
+    k.results.append(out)
+    k.emit(Opcode.NONZERO_WITH_COUNT, out, [src], index_offset=100, padding_val=-5)
+    got = k.run(executor)["out"]
+    want = before.copy()
+    for p in (0, 16, 32):
+        found = np.flatnonzero(x[p].reshape(-1) != 0) + 100
+        want[p] = np.concatenate([found, np.full(10 - found.size, -5), [found.size]])
+    assert np.array_equal(got, want)
+    assert list(got[16, :3]) == [100, 102, 103]  # NaN at 0 counts, -0.0 at 1 does not
+    assert list(got[0]) == [-5] * 10 + [0]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_nonzero_with_count_on_int32_on_one_partition(executor):
+    x = np.array([[0, 1, 1, 0, 0, 1, 0, 0]], np.int32)  # the ISA docs' example
+    got = run_one(Opcode.NONZERO_WITH_COUNT, (1, 9), "int32", [x], executor, index_offset=16, padding_val=-1)
+    assert list(got[0]) == [17, 18, 21, -1, -1, -1, -1, -1, 3]
+
+
+def test_nonzero_with_count_cost_and_checks():
+    """Assumed: GPSIMD_START + T + 1; float32/int32 src, int32 dst with one more element, int32 values."""
+    b = ProgramBuilder()
+    s, d = b.sbuf("s", (128, 4, 256), "float32"), b.sbuf("d", (128, 1025), "int32")
+    assert cycles(b.emit(Opcode.NONZERO_WITH_COUNT, d, [s])) == CHIP.gpsimd_start_cycles + 1025
+
+    def emit(k, src_dtype="int32", dst_dtype="int32", dst_free=9, **imm):
+        src = k.load("s", np.zeros((4, 8), src_dtype))
+        k.emit(Opcode.NONZERO_WITH_COUNT, k.result("y", (4, dst_free), dst_dtype), [src], **imm)
+    rejects(lambda k: emit(k, src_dtype="bfloat16"), DtypeError, "src is bfloat16; nonzero_with_count reads")
+    rejects(lambda k: emit(k, dst_dtype="uint32"), DtypeError, "dst is uint32; nonzero_with_count writes")
+    rejects(lambda k: emit(k, dst_free=8), ConstraintError, "it must have src's 8 plus one for the count")
+    rejects(lambda k: emit(k, padding_val=2**31), ConstraintError, "padding_val=2147483648 must be an int32")
+    rejects(lambda k: emit(k, index_offset=2**31 - 4), ConstraintError, "last index at 2147483651")
+
+
 def test_every_opcode_of_this_file_is_registered():
-    assert registered_opcodes(gpsimd_gather) == {Opcode.NC_N_GATHER}
+    assert registered_opcodes(gpsimd_gather) == {Opcode.NC_N_GATHER, Opcode.NONZERO_WITH_COUNT}
