@@ -29,8 +29,7 @@ stored with one DMA per walk of the kept dims, as the values are. Indices are co
 Covered: float32 / bfloat16 / float16, and int8 / uint8 / int16 (exact in fp32), any one dim,
 negative dims, keepdim, non-contiguous inputs; the flattened tensor when its dims coalesce into
 one walk in logical order. Not covered (fall back): int32/int64/bool inputs (VectorE's fp32
-compare is not exact past 2**24), ``topk`` (``nc_find_index8`` gives the first index of a value,
-so tied values among the top k would share an index).
+compare is not exact past 2**24). ``topk`` is ``sorting.py``'s.
 """
 
 from __future__ import annotations

@@ -62,36 +62,24 @@ class CoreMemory:
 
     def reset(self, program: Program, placement: Placement, policy: str, keep=frozenset()) -> None:
         """Fill the bytes of ``program``'s on-chip tensors, except those named in ``keep`` (tiles
-        that carry their values over from an earlier phase of the same kernel on this core). A new
-        tile may share bytes with a kept one that is still live when the phase starts (the allocator
-        reuses them after the kept tile's last read in this phase): those bytes keep their values."""
+        that carry their values over from an earlier phase of the same kernel on this core)."""
         fill = FILL_BYTE[policy]
-        new, kept = [], []
+        # A new tile may share bytes with a kept one (the allocator reuses bytes between lifetimes,
+        # and a kernel's own addresses may do the same): those bytes keep the kept tile's values.
+        kept = [(block, block.copy()) for block in
+                (self._block(t, placement) for t in program.tensors if t.memory is not Memory.HBM and t.name in keep)]
         for t in program.tensors:
-            if t.memory is not Memory.HBM:
-                (kept if t.name in keep else new).append(t)
-        saved = [(t, rect, rect.copy()) for t, rect in
-                 ((t, self._rect(t, placement)) for t in kept) if self._overlaps_any(t, new, placement)]
-        for t in new:
-            self._rect(t, placement)[...] = fill
-        for _t, rect, values in saved:
-            rect[...] = values
+            if t.memory is Memory.HBM or t.name in keep:
+                continue
+            self._block(t, placement)[...] = fill
+        for block, values in kept:
+            block[...] = values
 
-    def _rect(self, t: TensorDecl, placement: Placement) -> np.ndarray:
+    def _block(self, t: TensorDecl, placement: Placement) -> np.ndarray:
+        """``t``'s bytes: a view of its partitions' rows."""
         mem = self.sbuf if t.memory is Memory.SBUF else self.psum
         start, off = placement.start_partition[t.id], placement.byte_offset[t.id]
         return mem[start:start + t.partitions, off:off + t.bytes_per_partition]
-
-    @staticmethod
-    def _overlaps_any(t: TensorDecl, others: list[TensorDecl], placement: Placement) -> bool:
-        p0, b0 = placement.start_partition[t.id], placement.byte_offset[t.id]
-        p1, b1 = p0 + t.partitions, b0 + t.bytes_per_partition
-        for o in others:
-            q0, c0 = placement.start_partition[o.id], placement.byte_offset[o.id]
-            if (o.memory is t.memory and q0 < p1 and p0 < q0 + o.partitions
-                    and c0 < b1 and b0 < c0 + o.bytes_per_partition):
-                return True
-        return False
 
     def on_chip_base(self, t: TensorDecl, placement: Placement) -> tuple[np.ndarray, int]:
         """The flat host buffer of ``t``'s memory and ``t``'s byte offset in it."""
