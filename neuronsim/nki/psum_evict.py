@@ -3,10 +3,12 @@
 PSUM is TensorE's landing buffer: a matmul must write it, and only TensorE accumulates into it;
 every other engine that reads PSUM (VectorE, ScalarE) reads SBUF as well (S9). A PSUM tile whose
 accumulation is finished (no TensorE instruction writes it any more) can therefore live on in SBUF:
-the Neuron compiler, which allocates NKI 0.1 kernels' tiles after tracing them (S16: the COLORING
-allocation, graph coloring after the trace), makes room so, and AWS's attention tutorial kernel
-``attn_fwd_v3`` depends on it (its 256 one-bank ``qk`` blocks are all written before the first is
-read). How the compiler chooses is not published; this pass does the classic thing, in program
+the Neuron compiler allocates a kernel's tiles itself after tracing it (``nki.compiler.Allocation``
+docs: COLORING, "the compiler allocates the tiles with graph coloring after it traces the kernel"),
+and AWS's attention tutorial kernel ``attn_fwd_v3`` relies on room being made so (its 256 one-bank
+``qk`` blocks are all written before the first is read; PSUM has 8 banks, S9). That the compiler
+moves finished tiles to SBUF is our reading, not a published rule, and how it chooses is not
+published either; this pass does the classic thing, in program
 order, like ``spill.py`` for SBUF:
 
 - A PSUM tile takes its banks at its first use and gives them back after its last.
