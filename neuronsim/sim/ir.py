@@ -84,6 +84,7 @@ class Opcode(enum.IntEnum):
     TENSOR_PARTITION_REDUCE = 42
     NC_N_GATHER = 43  # gather within each partition by uint32 indices
     NONZERO_WITH_COUNT = 44  # indices of a partition's nonzero elements, padded, then their count
+    LOCAL_GATHER = 45  # gather within partitions by indices shared across each GpSimd core's 16
     # DMA
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
@@ -126,6 +127,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),
     Opcode.NC_N_GATHER: (Engine.GPSIMD,),
     Opcode.NONZERO_WITH_COUNT: (Engine.GPSIMD,),
+    Opcode.LOCAL_GATHER: (Engine.GPSIMD,),
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
     Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),

@@ -536,6 +536,25 @@ def gen_n_gather(g: Gen) -> None:
         g.emit(Opcode.NC_N_GATHER, g.operand([SBUF], p, nums, write=True, dtypes={data.dtype}), [data, idx])
 
 
+def gen_local_gather(g: Gen) -> None:
+    """uint16 indices masked to below the source's elements (minus n) just before: a reach past the
+    source stops the run (tests/sim/engines/test_gpsimd_gather.py covers that)."""
+    p = g.choice([16, 32, 64, 128])
+    n = g.choice([1, 2, 4])
+    src = g.operand([SBUF], p, g.free_nums(lo=8, hi=64))
+    idx = g.operand([SBUF], p, g.free_nums(hi=4), write=True, dtypes={DType.uint16})
+    if src is None or idx is None:
+        return
+    before = len(g.instructions)
+    reach = 2 ** int(math.log2(src.free_size - n + 1)) - 1
+    g.emit(Opcode.TENSOR_SCALAR, idx, [idx], engine=Engine.VECTOR, op0=AluOp.bitwise_and, operand0=reach)
+    if len(g.instructions) == before:
+        return
+    k = g.r.randint(1, min(idx.free_size * 16, 48))
+    dst = g.operand([SBUF], p, [k * n], write=True, dtypes={src.dtype})
+    g.emit(Opcode.LOCAL_GATHER, dst, [src, idx], num_elem_per_idx=n, num_valid_indices=k)
+
+
 def gen_nonzero(g: Gen) -> None:
     """Nonzero positions per GpSimd core's partition; int32 sources are masked to 0/1 just before so
     about half their elements are zero (float sources keep the pool's zeros, NaNs and -0.0)."""
@@ -690,6 +709,7 @@ GENERATORS = {
     Opcode.TENSOR_PARTITION_REDUCE: gen_partition_reduce,
     Opcode.NC_N_GATHER: gen_n_gather,
     Opcode.NONZERO_WITH_COUNT: gen_nonzero,
+    Opcode.LOCAL_GATHER: gen_local_gather,
     Opcode.BRANCH: gen_control,
 }
 NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz

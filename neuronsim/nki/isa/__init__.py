@@ -29,6 +29,7 @@ from neuronsim.nki.isa.enums import (
 from neuronsim.nki.isa.gpsimd import (
     affine_select,
     iota,
+    local_gather,
     nc_n_gather,
     nonzero_with_count,
     tensor_partition_reduce,
@@ -95,6 +96,7 @@ __all__ = [
     "get_nc_version",
     "gpsimd_engine",
     "iota",
+    "local_gather",
     "matmul_perf_mode",
     "max8",
     "memset",

@@ -100,5 +100,56 @@ def test_nonzero_with_count_cost_and_checks():
     rejects(lambda k: emit(k, index_offset=2**31 - 4), ConstraintError, "last index at 2147483651")
 
 
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_local_gather_uses_each_cores_indices_partition_first(executor):
+    """S16: core c's indices are its 16 partitions' index elements flattened partition first (the SDK's
+    numpy semantics use flatten(order='F')); each of its partitions takes n elements at each, bit
+    for bit."""
+    rng = np.random.default_rng(6)
+    src = rng.integers(-2**31, 2**31 - 1, (32, 40), dtype=np.int64).astype(np.int32)
+    index = rng.integers(0, 38, (32, 3)).astype(np.uint16)
+    k = OneOp()
+    s, i = k.load("s", src), k.load("i", index)
+    out = k.result("out", (32, 40 * 2), "int32")  # 40 indices of 2 elements
+    k.emit(Opcode.LOCAL_GATHER, out, [s, i], num_elem_per_idx=2, num_valid_indices=40)
+    got = k.run(executor)["out"]
+    for core in range(2):
+        rows = slice(core * 16, (core + 1) * 16)
+        starts = index[rows].flatten(order="F")[:40].astype(np.int64)
+        cols = (starts[:, None] + np.arange(2)).reshape(-1)
+        assert np.array_equal(got[rows], src[rows][:, cols])
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_local_gather_past_src_is_an_error_with_the_line(executor):
+    k = OneOp()
+    s = k.load("s", np.zeros((16, 8), np.float32))
+    i = k.load("i", np.full((16, 1), 7, np.uint16))
+    k.emit(Opcode.LOCAL_GATHER, k.result("out", (16, 32)), [s, i], num_elem_per_idx=2, num_valid_indices=16)
+    with pytest.raises(OutOfBoundsError, match=r"kernel.py:7: local_gather.*reaches past the 8 elements"):
+        sim.run(k.build(), k.inputs, executor=executor)
+
+
+def test_local_gather_cost_and_checks():
+    """Assumed: GPSIMD_START + K * n; uint16 indices; partitions a multiple of 16; n a power of 2 to 32."""
+    b = ProgramBuilder()
+    s, i = b.sbuf("s", (128, 64), "float32"), b.sbuf("i", (128, 16), "uint16")
+    o = b.sbuf("o", (128, 256), "float32")
+    assert cycles(b.emit(Opcode.LOCAL_GATHER, o, [s, i], num_elem_per_idx=1, num_valid_indices=256)) == \
+        CHIP.gpsimd_start_cycles + 256
+
+    def emit(k, parts=16, idx_dtype="uint16", n=1, valid=16, dst_free=16):
+        src = k.load("s", np.zeros((parts, 32), np.float32))
+        idx = k.load("i", np.zeros((parts, 1), idx_dtype))
+        k.emit(Opcode.LOCAL_GATHER, k.result("y", (parts, dst_free)), [src, idx], num_elem_per_idx=n,
+               num_valid_indices=valid)
+    rejects(lambda k: emit(k, idx_dtype="int32"), DtypeError, "index is int32; local_gather takes uint16")
+    rejects(lambda k: emit(k, parts=8), ConstraintError, "needs a multiple of 16")
+    rejects(lambda k: emit(k, n=3, dst_free=48), ConstraintError, r"num_elem_per_idx=3; one of \(1, 2, 4")
+    rejects(lambda k: emit(k, valid=17, dst_free=17), ConstraintError, "num_valid_indices=17; 1 to min")
+    rejects(lambda k: emit(k, dst_free=8), ConstraintError, "num_valid_indices \\* num_elem_per_idx = 16")
+
+
 def test_every_opcode_of_this_file_is_registered():
-    assert registered_opcodes(gpsimd_gather) == {Opcode.NC_N_GATHER, Opcode.NONZERO_WITH_COUNT}
+    assert registered_opcodes(gpsimd_gather) == {Opcode.NC_N_GATHER, Opcode.NONZERO_WITH_COUNT,
+                                                 Opcode.LOCAL_GATHER}
