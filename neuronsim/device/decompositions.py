@@ -103,11 +103,16 @@ def histc(self, bins=100, min=0, max=0):
     are counted in float64 with the 64-bit policy off, which holds the values and CUDA's integer
     bin arithmetic exactly (float32 would misplace large values), with ``min``/``max`` truncated to
     integers as CUDA does; the counts come back in the input's dtype, as CUDA's do. Floating
-    inputs are the device's ordinary ``histc``."""
+    inputs are the device's ordinary ``histc``. The native kernel takes integer inputs first."""
     from neuronsim.device.dispatch import execute
 
     if self.is_floating_point() or self.is_complex():
         return execute(aten.histc.default, self, bins, min, max)
+    from neuronsim.device.dispatch import run_native
+
+    counts = run_native(aten.histc.default, self, bins, min, max)  # kernels/scatter.py: CUDA's formula
+    if counts is not NotImplemented:
+        return counts
     from neuronsim.options import options
 
     with options(cast_64bit=False):

@@ -61,6 +61,21 @@ def execute(op: torch._ops.OpOverload, *args, **kwargs):
         raise as_torch_error(exc) from exc
 
 
+def run_native(op: torch._ops.OpOverload, *args, **kwargs):
+    """The op computed by its native kernel, or ``NotImplemented`` if none takes the call (no host
+    fallback: for decompositions whose host path differs from the op's, as ``histc``'s)."""
+    native = NATIVE_KERNELS.get(op)
+    if native is None:
+        return NotImplemented
+    try:
+        result = native(op, args, kwargs)
+    except NeuronSimError as exc:
+        raise as_torch_error(exc) from exc
+    if result is not NotImplemented:
+        tracking.record_native(op.name())
+    return result
+
+
 def on_one_device(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> bool:
     """Whether the op's device tensors share one device index. Two indices in one op are an error,
     as on CUDA (the host would compute it and charge one core), except in ``_foreach_`` ops, whose

@@ -47,7 +47,7 @@ from neuronsim.kernels.elementwise_chains import (
     hardsigmoid,
     hardswish,
     int_binary,
-    int_clamp,
+    int_clamp, int_sign,
     int_unary,
     hardtanh_backward,
     leaky_relu,
@@ -215,6 +215,8 @@ _UNARY = {  # base -> (compute, params)
 
 @native(*op_names(k for k in _UNARY if k not in ("neg", "abs")))  # neg, abs: see plan_neg_abs
 def plan_unary(call: Call) -> Launch | None:
+    if _base(call).rstrip("_") in ("sign", "sgn") and _all(call, INT32) and len(call.inputs) == 1:
+        return _launch(call, int_sign)
     if not _floats(call) or len(call.inputs) != 1:
         return None
     compute, params = _UNARY[_base(call).rstrip("_")]
@@ -394,7 +396,7 @@ def plan_arith(call: Call) -> Launch | None:
         return None
     if _all(call, INT32):
         return _plan_int_arith(call, base, op, tensor, value, alpha)
-    if not _floats(call):
+    if not (_floats(call) or _promoted_to_float32(call)):
         return None
     alpha = float(alpha)
     if tensor is not None:
@@ -411,6 +413,25 @@ def plan_arith(call: Call) -> Launch | None:
     if base == "rsub":  # s - alpha * a
         return _launch(call, alu, op0=A.multiply, v0=-alpha, op1=A.add, v1=value)
     return _launch(call, alu, op0=op, v0=value)
+
+
+def _promoted_to_float32(call: Call) -> bool:
+    """Integer operands of a float32 result (``int_tensor / n``, ``float32 + int32``, DeBERTa's
+    ``float * int64``): ATen converts each integer operand to fp32 (rounding to nearest past 2**24)
+    and computes in fp32 — what VectorE does reading an int tile. (A 16-bit float result would
+    round the integer to that type first: those stay on the host.)"""
+    return call.outputs[0].dtype is torch.float32 and all(
+        t.dtype in INTEGERS or t.dtype is torch.float32 for t in call.inputs)
+
+
+@native("aten::pow.Scalar")
+def plan_pow_scalar(call: Call) -> Launch | None:
+    """``base ** x`` (MPT's ALiBi slopes ``2 ** -(...)``): ATen raises the base, cast to x's float
+    dtype, to each exponent in fp32, as VectorE's reversed power does."""
+    base = _scalar(call.arg(0, "self"))
+    if base is None or len(call.inputs) != 1 or not _floats(call) or call.inputs[0].dtype is not torch.float32:
+        return None
+    return _launch(call, alu, op0=A.power, v0=_as_dtype(base, torch.float32), reverse0=True)
 
 
 def _rsub_alpha(dst, other, x, alpha):  # other - alpha * x, as (x * -alpha) + other

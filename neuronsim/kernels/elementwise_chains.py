@@ -211,6 +211,15 @@ def int_unary(dst, x, *, op, value=0, reverse=False):
     nisa.tensor_tensor(dst=dst, data1=c if reverse else x, data2=x if reverse else c, op=op)
 
 
+def int_sign(dst, x):
+    """``(x > 0) - (x < 0)`` on GpSimd's integer ALU (DeBERTa's relative-position buckets)."""
+    zero = nl.full(x.shape, 0, dtype=nl.int32)
+    pos, neg = _tmp(x, nl.int32), _tmp(x, nl.int32)
+    nisa.tensor_tensor(dst=pos, data1=x, data2=zero, op=A.greater)
+    nisa.tensor_tensor(dst=neg, data1=x, data2=zero, op=A.less)
+    nisa.tensor_tensor(dst=dst, data1=pos, data2=neg, op=A.subtract)
+
+
 def int_clamp(dst, x, lo, hi):
     t = x
     if lo is not None:

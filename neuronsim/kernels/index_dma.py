@@ -1,5 +1,7 @@
-"""Advanced indexing by the indirect DMA: ``x[..., i, j, ...]`` (``index.Tensor``) and
-``x[..., i, j, ...] = v`` (``index_put_`` without accumulation, ``_index_put_impl_``).
+"""Advanced indexing by the indirect DMA: ``x[..., i, j, ...]`` (``index.Tensor``),
+``x[..., i, j, ...] = v`` (``index_put_`` without accumulation, ``_index_put_impl_``) and the
+``gather`` rows ``indexing.py``'s select-sum does not take (integer dtypes, long rows, many columns).
+``index_put_(accumulate=True)`` is ``scatter.py``'s (serial additions, in ATen-CPU's order).
 
 The index tensors address consecutive dims ``d .. d+k`` of ``x`` (``None`` before them, as
 ``x[:, idx]`` gives): element ``n`` of the indices names the block ``x[o, i[n], j[n], ...]``
@@ -12,7 +14,8 @@ DMA). A DMA copies bytes, so every dtype is exact (int64 as its word pairs). A s
 several values naming one block twice (undefined in ATen) runs on the host.
 
 What runs on the host: negative or out-of-range indices (ATen wraps or raises), boolean masks,
-index tensors of different shapes (broadcast), indices not on consecutive dims, accumulation, and
+index tensors of different ranks (same-rank shapes broadcast in a gather), indices not on
+consecutive dims, and
 layouts whose blocks or index dims do not walk memory in one pattern.
 """
 
@@ -25,8 +28,10 @@ import torch
 
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
-from neuronsim.kernels.indexing import INDEX_DTYPES, IndexWords, _one_walk, indices_within
+from neuronsim.kernels.bridge import numpy_dtype
+from neuronsim.kernels.indexing import INDEX_DTYPES, IndexWords, _one_walk, indices_within, plan_gather_rows
 from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, native
+from neuronsim.kernels.scatter import plan_index_put_accumulate
 from neuronsim.kernels.tiling import PARTITIONS, coalesce
 from neuronsim.sim.ir import AluOp
 
@@ -87,8 +92,10 @@ def _pieces(words, strides, outer, steps_xy, block):
                 yield xb, ob, n0, p, offs, c0, c
 
 
-def gather_kernel(out, x, *indices, d, wide):
-    """``out[o, n, b] = x[o, idx_0[n], ..., b]``."""
+def gather_kernel(out, x, *indices, d, wide, shape=None):
+    """``out[o, n, b] = x[o, idx_0[n], ..., b]`` (``shape``: the index tensors broadcast to it)."""
+    if shape is not None:  # stride-0 dims: IndexWords walks them run by run
+        indices = [ix.broadcast_to((*shape, 2) if w else shape) for ix, w in zip(indices, wide[1:], strict=True)]
     k, m = len(indices), len(indices[0].shape) - (1 if wide[1] else 0)
     words = [IndexWords(ix, w) for ix, w in zip(indices, wide[1:], strict=True)]
     outer, (x_outer, o_outer), block, (x_bstep, o_bstep) = _layout(x, out, d, k, m)
@@ -123,9 +130,9 @@ def put_kernel(x, values, *indices, d, wide, broadcast):
 # ---------------------------------------------------------------- planners
 
 
-def _index_dims(x, indices) -> tuple[int, list] | None:
+def _index_dims(x, indices, broadcast: bool = False) -> tuple[int, list] | None:
     """(first indexed dim, the index tensors) when they are consecutive device int tensors of one
-    shape; None otherwise."""
+    shape (``broadcast``: of shapes that broadcast, with as many dims); None otherwise."""
     if not isinstance(indices, list | tuple) or not indices:
         return None
     present = [i for i, t in enumerate(indices) if t is not None]
@@ -134,9 +141,18 @@ def _index_dims(x, indices) -> tuple[int, list] | None:
     tensors = [indices[i] for i in present]
     if any(not isinstance(t, torch.Tensor) or t.is_cpu or t.dtype not in INDEX_DTYPES for t in tensors):
         return None
-    if len({tuple(t.shape) for t in tensors}) != 1 or tensors[0].dim() == 0:
+    if tensors[0].dim() == 0 or len({tuple(t.shape) for t in tensors}) != 1 and not (
+            broadcast and len({t.dim() for t in tensors}) == 1 and _broadcasts(tensors)):
         return None
     return present[0], tensors
+
+
+def _broadcasts(tensors) -> bool:
+    try:
+        torch.broadcast_shapes(*(t.shape for t in tensors))
+    except RuntimeError:
+        return False
+    return True
 
 
 def _position(call: Call, t) -> int:
@@ -146,19 +162,22 @@ def _position(call: Call, t) -> int:
 @native("aten::index.Tensor")
 def plan_index(call: Call) -> Launch | None:
     x = call.arg(0, "self")
-    found = _index_dims(x, call.arg(1, "indices"))
+    found = _index_dims(x, call.arg(1, "indices"), broadcast=True)
     if found is None or call.inputs[0] is not x:
         return None
     d, tensors = found
     out = call.outputs[0]
     if out.dtype != x.dtype:
         return None
+    shape = tuple(torch.broadcast_shapes(*(t.shape for t in tensors)))
     positions = [_position(call, t) for t in tensors]
     sizes = [x.shape[d + j] for j in range(len(tensors))]
     wide = (x.dtype is torch.int64, *(t.dtype is torch.int64 for t in tensors))
     admit = _admit_at(positions, sizes, x.numel() * (2 if wide[0] else 1))
-    return Launch(gather_kernel, (OUT(0), IN(0), *(IN(p) for p in positions)), {"d": d, "wide": wide},
-                  admit=admit)
+    statics = {"d": d, "wide": wide}
+    if any(tuple(t.shape) != shape for t in tensors):
+        statics["shape"] = shape  # (Bloom's and Qwen2-MoE's masks: x[rows[:, None], cols[None, :]])
+    return Launch(gather_kernel, (OUT(0), IN(0), *(IN(p) for p in positions)), statics, admit=admit)
 
 
 def _admit_at(positions: list[int], sizes: list[int], span: int, distinct: bool = False):
@@ -180,7 +199,9 @@ def _admit_at(positions: list[int], sizes: list[int], span: int, distinct: bool 
 @native("aten::_index_put_impl_.default", "aten::index_put_.default")
 def plan_index_put(call: Call) -> Launch | None:
     x, values = call.arg(0, "self"), call.arg(2, "values")
-    if call.arg(3, "accumulate", False) or call.inputs[0] is not x:
+    if call.arg(3, "accumulate", False):
+        return plan_index_put_accumulate(call)
+    if call.inputs[0] is not x:
         return None
     found = _index_dims(x, call.arg(1, "indices"))
     if found is None or not isinstance(values, torch.Tensor) or values.is_cpu or values.dtype != x.dtype:
@@ -200,3 +221,54 @@ def plan_index_put(call: Call) -> Launch | None:
     vpos = _position(call, values)
     return Launch(put_kernel, (OUT(0), IN(vpos), *(IN(p) for p in positions)),
                   {"d": d, "wide": wide, "broadcast": broadcast}, admit=admit)
+
+
+# ---------------------------------------------------------------- gather
+
+
+def gather_dma_kernel(out, x, index, *, dim, words):
+    """``out[r, k] = x[r, index[r, k]]`` along ``dim`` (``r``: every index but ``dim``): per row, 128
+    positions at a time, VectorE forms the element offsets ``index * stride`` and one indirect DMA
+    moves the elements (``words`` int32 words each for int64: the bytes, so every dtype is exact)."""
+    nd = len(out.shape) - (1 if words == 2 else 0)
+    rows = [d for d in range(nd) if d != dim]
+    x_step, o_step, i_step = x.dims[dim][0], out.dims[dim][0], index.dims[dim][0]
+    chunks = _chunks(out.shape[dim], P)
+    sizes = [out.shape[d] for d in rows]
+    if math.prod(sizes) * len(chunks) * 2 > MAX_DMAS:
+        raise Declined("too many DMAs")
+    for idx in itertools.product(*(range(n) for n in sizes)):
+        xb, ob, ib = (v.offset + sum(i * v.dims[d][0] for i, d in zip(idx, rows, strict=True))
+                      for v in (x, out, index))
+        for k0, p in chunks:
+            ids = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=ids, src=index.ap([[i_step, p], [1, 1]], offset=ib + k0 * i_step))
+            acc = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=acc, data=ids, op0=A.multiply, operand0=float(x_step))
+            offs = nl.ndarray((p, 1), dtype=nl.int32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=offs, src=acc)
+            t = nl.ndarray((p, words), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=_indexed(x, xb, offs, p, 1, words))
+            nisa.dma_copy(dst=out.ap([[o_step, p], [1, words]], offset=ob + k0 * o_step), src=t)
+
+
+@native("aten::gather.default")
+def plan_gather(call: Call) -> Launch | None:
+    rows = plan_gather_rows(call)
+    if rows is not None or len(call.inputs) != 2 or call.kwargs.get("sparse_grad") or (
+            len(call.args) > 3 and call.args[3]):
+        return rows
+    x, index = call.inputs
+    out = call.outputs[0]
+    wide = x.dtype is torch.int64
+    if x.dim() == 0 or index.dim() != x.dim() or index.dtype is not torch.int64 or out.dtype != x.dtype or (
+            not wide and numpy_dtype(x.dtype) is None):
+        return None
+    dim = call.arg(1, "dim") % x.dim()
+    n, span = x.shape[dim], (x.numel() * (2 if wide else 1))
+
+    def admit(inputs):
+        return span < EXACT and indices_within(inputs[1], n)
+
+    return Launch(gather_dma_kernel, (OUT(0), IN(0), IN(1)), {"dim": dim, "words": 2 if wide else 1},
+                  admit=admit)

@@ -60,30 +60,51 @@ MAX_STEPS = 4096  # matmuls + loads of one Program; past this the op falls back
 
 
 class IndexWords:
-    """Where an index tensor's values are: the int32 word of element ``i`` is at
-    ``offset + i * step`` (an int64's low word: little-endian, values checked to fit). Tiles are
-    loaded as fp32 (the DMA converts; exact below 2**24), the dtype VectorE compares in."""
+    """Where an index tensor's values are: the int32 word of each element (an int64's low word:
+    little-endian, values checked to fit), in logical order. Tiles are loaded as fp32 (the DMA
+    converts; exact below 2**24), the dtype VectorE compares in. Dims that walk memory as one take
+    one DMA per tile; others (a broadcast index, ``position_ids.expand(batch, -1)``) one DMA per run
+    of the innermost dim (at most ``MAX_RUNS`` per tile)."""
+
+    MAX_RUNS = 16
 
     def __init__(self, view, wide: bool):
         dims = view.dims[:-1] if wide else view.dims
-        sizes, steps = coalesce([tuple(dims)])
-        if len(sizes) > 1:
-            raise Declined("the index tensor's dims do not coalesce into one walk")
+        sizes, (steps,) = coalesce([tuple(dims)])
         self.view, self.offset = view, view.offset
-        self.count = sizes[0] if sizes else 1
-        self.step = steps[0][0] if sizes else 0
+        self.sizes, self.steps = (tuple(sizes), tuple(steps)) if sizes else ((1,), (0,))
+        self.count = math.prod(self.sizes)
+        self.inner, self.step = self.sizes[-1], self.steps[-1]
+        if len(self.sizes) > 1 and -(-min(P, self.count) // self.inner) + 1 > self.MAX_RUNS:
+            raise Declined("the index tensor's dims do not coalesce and its rows are short")
+
+    def _runs(self, n0: int, n: int):
+        """(position in the tile, HBM offset, length) of the innermost-dim runs of elements ``n0 ..
+        n0+n``."""
+        at = 0
+        while at < n:
+            outer, k = divmod(n0 + at, self.inner)
+            length = min(self.inner - k, n - at)
+            offset, rest = self.offset + k * self.step, outer
+            for size, step in zip(reversed(self.sizes[:-1]), reversed(self.steps[:-1]), strict=True):
+                rest, i = divmod(rest, size)
+                offset += i * step
+            yield at, offset, length
+            at += length
 
     def column(self, n0: int, p: int):
         """Elements ``n0 .. n0+p`` as a ``[p, 1]`` tile (one per partition)."""
         t = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=self.view.ap([[self.step, p], [1, 1]], offset=self.offset + n0 * self.step))
+        for at, offset, length in self._runs(n0, p):
+            nisa.dma_copy(dst=t[at:at + length], src=self.view.ap([[self.step, length], [1, 1]], offset=offset))
         return t
 
     def row(self, n0: int, n: int, partitions: int):
         """Elements ``n0 .. n0+n`` along the free dim of ``partitions`` partitions (stride-0 DMA)."""
         t = nl.ndarray((partitions, n), dtype=F32, buffer=nl.sbuf)
-        src = self.view.ap([[0, partitions], [self.step, n]], offset=self.offset + n0 * self.step)
-        nisa.dma_copy(dst=t, src=src)
+        for at, offset, length in self._runs(n0, n):
+            src = self.view.ap([[0, partitions], [self.step, length]], offset=offset)
+            nisa.dma_copy(dst=t[:, at:at + length], src=src)
         return t
 
 
@@ -301,8 +322,9 @@ GATHER_COLUMNS_MAX = 64  # gathered per row: each costs two VectorE passes over 
 GATHER_ROW_MAX = 4096  # elements of a row kept in SBUF (fp32: 16 KiB per partition)
 
 
-@native("aten::gather.default")
-def plan_gather(call: Call) -> Launch | None:
+def plan_gather_rows(call: Call) -> Launch | None:
+    """The select-sum gather of float rows (``index_dma.plan_gather`` registers ``gather`` and falls
+    back to the indirect DMA for what this does not take)."""
     if len(call.inputs) != 2 or call.kwargs.get("sparse_grad") or (len(call.args) > 3 and call.args[3]):
         return None
     x, index = call.inputs

@@ -149,6 +149,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::ne_.Tensor",
         "aten::neg.default",
         "aten::neg_.default",
+        "aten::pow.Scalar",
         "aten::pow.Tensor_Scalar",
         "aten::pow.Tensor_Tensor",
         "aten::pow_.Scalar",
@@ -279,12 +280,12 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     ),
     "neuronsim.kernels.index_dma": (
         "aten::_index_put_impl_.default",
+        "aten::gather.default",
         "aten::index.Tensor",
         "aten::index_put_.default",
     ),
     "neuronsim.kernels.indexing": (
         "aten::embedding_dense_backward.default",
-        "aten::gather.default",
         "aten::index_select.default",
         "aten::masked_fill_.Scalar",
         "aten::masked_fill_.Tensor",
@@ -414,11 +415,23 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::trunc.default",
         "aten::trunc_.default",
     ),
+    "neuronsim.kernels.scatter": (
+        "aten::histc.default",
+        "aten::scatter.src",
+        "aten::scatter_.src",
+        "aten::scatter_add.default",
+        "aten::scatter_add_.default",
+    ),
     "neuronsim.kernels.softmax": (
         "aten::_log_softmax.default",
         "aten::_log_softmax_backward_data.default",
         "aten::_softmax.default",
         "aten::_softmax_backward_data.default",
+    ),
+    "neuronsim.kernels.sorting": (
+        "aten::sort.default",
+        "aten::sort.stable",
+        "aten::topk.default",
     ),
     "neuronsim.kernels.upsample": (
         "aten::_upsample_nearest_exact1d.default",

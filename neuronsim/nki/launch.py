@@ -18,6 +18,7 @@ from neuronsim.errors import InputError
 from neuronsim.nki import hbm as hbm_check
 from neuronsim.nki.profile import record_launch
 from neuronsim.nki.traced import ReturnedView, TracedKernel, is_torch
+from neuronsim.nki.types import host_words
 from neuronsim.options import current as current_options
 from neuronsim.sim import api as sim_api
 from neuronsim.sim.ir import Memory
@@ -118,7 +119,7 @@ def execute_phases(traced: TracedKernel, given: list, *, new_shared=_shared_arra
         yield row
     for original, copy in write_back:
         if isinstance(original, np.ndarray):
-            original[...] = copy
+            to_numpy(original)[...] = copy
         else:
             original.copy_(_from_numpy(copy))
     if wrap is None:
@@ -148,7 +149,7 @@ def _writer(traced: TracedKernel, name: str) -> str | None:
 
 def to_numpy(x) -> np.ndarray:
     if isinstance(x, np.ndarray):
-        return x
+        return host_words(x)  # MX arrays as their storage words
     torch = sys.modules["torch"]
     t = x.detach()
     if t.device.type != "cpu":

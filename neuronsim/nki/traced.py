@@ -27,7 +27,7 @@ from neuronsim.nki.control_flow import extend_liveness
 from neuronsim.nki.language import NkiTensor
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import Trace, code_location, tracing
-from neuronsim.nki.types import DTYPES, host_mx_dtype, host_mx_name, to_sim_dtype
+from neuronsim.nki.types import DTYPES, host_mx_dtype, host_mx_name, host_words, to_sim_dtype
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.ir import Memory, Program
 
@@ -283,7 +283,7 @@ _NKI_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def _np_dtype(x) -> np.dtype:
     if isinstance(x, np.ndarray):
-        return x.dtype
+        return host_words(x).dtype
     name = str(x.dtype).replace("torch.", "")
     return to_sim_dtype(name).numpy
 

@@ -65,10 +65,26 @@ def host_mx_dtype(name: str) -> np.dtype:
 
 
 def host_mx_name(dtype) -> str | None:
-    """The MX format a host array's numpy dtype names (``host_mx_dtype``), or None."""
+    """The MX format a host array's numpy dtype names, or None: ``host_mx_dtype``'s metadata, or a
+    one-field record dtype named by the format (``named_mx_dtype``, AWS ``neuron_dtypes``-style)."""
     metadata = getattr(dtype, "metadata", None)
     name = metadata.get("nki_dtype") if metadata else None
+    if name is None and isinstance(dtype, np.dtype) and dtype.names is not None and len(dtype.names) == 1:
+        name = dtype.names[0]
     return name if name in MX_STORAGE else None
+
+
+def named_mx_dtype(name: str) -> np.dtype:
+    """A numpy dtype whose name shows the MX format, as AWS's ``neuron_dtypes`` x4 dtypes do
+    (``'x4' in str(a.dtype)`` is how nki-library's references tell packed arrays): a record of one
+    storage word named ``name``. Kernels take such arrays as ``host_mx_dtype`` words (``host_words``)."""
+    return np.dtype([(name, MX_STORAGE[name].numpy)], metadata={"nki_dtype": name})
+
+
+def host_words(a: np.ndarray) -> np.ndarray:
+    """``a`` itself, or, for a ``named_mx_dtype`` array, a view of it as ``host_mx_dtype`` words."""
+    name = host_mx_name(a.dtype) if a.dtype.names is not None else None
+    return a.view(host_mx_dtype(name)) if name is not None else a
 
 
 def to_sim_dtype(x) -> DType:

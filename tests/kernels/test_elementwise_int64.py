@@ -19,6 +19,7 @@ INT64 = {
     "and": (torch.bitwise_and, "aten::bitwise_and.Tensor"),
     "not": (lambda a, b: ~a, "aten::bitwise_not"),
     "neg": (lambda a, b: -a, "aten::neg"),
+    "sign": (lambda a, b: a.sign(), "aten::sign"),
     "abs": (lambda a, b: a.abs(), "aten::abs"),
     "clamp": (lambda a, b: a.clamp(-5, 7), "aten::clamp"),
     "adds": (lambda a, b: a + 7, "aten::add.Tensor"),
@@ -135,3 +136,30 @@ def test_masked_fill_and_where_on_int64():
     assert torch.neuron.get_fallback_ops() == []
     assert torch.equal(filled.cpu(), x.masked_fill(m, -7))
     assert torch.equal(picked.cpu(), torch.where(m, x, (x.int() * 2).long()))
+
+
+def test_true_division_of_integers_gives_float32_natively():
+    """``int_tensor / n`` (the HF Trainer divides its int64 token counts): each integer operand is
+    converted to fp32 (rounding to nearest past 2**24), then divided, as ATen does."""
+    torch.manual_seed(3)
+    cases = [(torch.tensor(7), 1), (torch.randint(-2**30, 2**30, (5, 33)), 3),
+             (torch.randint(-100, 100, (4, 5), dtype=torch.int32), torch.randint(1, 9, (5,))),
+             (torch.randint(0, 2, (6,)).bool(), 2.5)]
+    for a, b in cases:
+        torch.neuron.clear_op_tracking()
+        got = a.to("neuron") / (b.to("neuron") if isinstance(b, torch.Tensor) else b)
+        want = a / b
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+        assert torch.neuron.get_fallback_ops() == [], (a.dtype, b)
+
+
+def test_integer_operands_of_float32_arithmetic_are_converted_as_aten_does():
+    """``float32 + int32`` (Mixtral's expert counts), DeBERTa's ``float * int64`` positions."""
+    torch.manual_seed(4)
+    a, b = torch.randn(4, 8), torch.randint(-50, 50, (4, 8), dtype=torch.int32)
+    c = torch.randint(-2**30, 2**30, (8,))
+    for fn in (lambda x, y, z: x + y, lambda x, y, z: y - x, lambda x, y, z: x * z,
+               lambda x, y, z: torch.add(x, z, alpha=0.5), lambda x, y, z: torch.maximum(x, y)):
+        torch.neuron.clear_op_tracking()
+        got = fn(a.to("neuron"), b.to("neuron"), c.to("neuron"))
+        assert torch.equal(got.cpu(), fn(a, b, c)) and torch.neuron.get_fallback_ops() == []

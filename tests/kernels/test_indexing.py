@@ -303,3 +303,33 @@ def test_gather_out_of_range_raises_torchs_error():
     with pytest.raises(RuntimeError) as dev:
         torch.gather(x.to("neuron"), 1, index.to("neuron"))
     assert str(dev.value) == str(cpu.value)
+
+
+def test_embedding_dense_backward_of_a_broadcast_index():
+    """BERT's position and token-type ids are ``buffer[:, :seq].expand(batch, -1)``: stride 0 rows."""
+    torch.manual_seed(12)
+    grad = torch.randn(4, 16, 32)
+    index = torch.randint(0, 20, (1, 16)).expand(4, 16)
+    got = aten.embedding_dense_backward(*_dev(grad, index), 20, -1, False)
+    assert ran_natively("aten::embedding_dense_backward") and torch.neuron.get_fallback_ops() == []
+    assert_matches_cpu(got, aten.embedding_dense_backward(grad, index, 20, -1, False), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool])
+def test_gather_of_integer_rows_moves_bytes_by_the_indirect_dma(dtype):
+    torch.manual_seed(13)
+    x = torch.randint(-2**40, 2**40, (5, 7, 3)).to(dtype)
+    index = torch.randint(0, 7, (4, 9, 2))
+    got = torch.gather(*_dev(x), 1, *_dev(index))
+    assert ran_natively("aten::gather") and torch.neuron.get_fallback_ops() == []
+    assert torch.equal(got.cpu(), torch.gather(x, 1, index))
+    ids = torch.arange(32).view(1, 32)  # BERT's token_type_ids buffer gathered by position_ids
+    assert torch.equal(torch.gather(ids.to("neuron"), 1, ids[:, :16].to("neuron")).cpu(), ids[:, :16])
+
+
+def test_gather_of_long_float_rows_uses_the_indirect_dma():
+    torch.manual_seed(14)
+    x, index = _special((3, 5000), torch.float32), torch.randint(0, 5000, (3, 100))
+    got = torch.gather(*_dev(x), 1, *_dev(index))
+    assert ran_natively("aten::gather") and torch.neuron.get_fallback_ops() == []
+    assert torch.equal(got.cpu().view(torch.int32), torch.gather(x, 1, index).view(torch.int32))

@@ -5,9 +5,11 @@ for the compat runner when the package is not installed.
 dtypes (``float8_e4m3fn_x4``, ``float8_e5m2_x4``, ``float4_e2m1fn_x4``) pack four values along the
 last dimension into one element, as the library's tests expect (``static_cast`` of a ``[P, F]`` float
 array to an x4 dtype is ``[P, F // 4]``, and back is ``[P, F]``). The words are laid out as the
-simulator's MX data (value ``j`` of a word in its byte ``j``, or nibble ``j`` for fp4; docs/ir.md),
-and their numpy dtype names the format (``types.host_mx_dtype``), so a kernel receiving them sees
-``nl.float4_e2m1fn_x4`` etc.
+simulator's MX data (value ``j`` of a word in its byte ``j``, or nibble ``j`` for fp4; docs/ir.md).
+Their numpy dtype is named by the format (``types.named_mx_dtype``): ``'x4' in str(a.dtype)`` is how
+the library's torch references and validator tell packed arrays, and a kernel receiving one sees
+``nl.float4_e2m1fn_x4`` etc. ``np.zeros(shape, dtype=nl.float8_e4m3fn_x4)`` makes one
+(``register_x4_names``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import types
 import ml_dtypes
 import numpy as np
 
-from neuronsim.nki.types import host_mx_dtype, host_mx_name
+from neuronsim.nki.types import MX_STORAGE, host_mx_name, host_words, named_mx_dtype
 
 # format -> (element dtype, bits per element)
 X4_ELEMENTS = {
@@ -45,13 +47,13 @@ def pack_x4(values: np.ndarray, name: str) -> np.ndarray:
     words = np.zeros(codes.shape[:-1], np.uint32)
     for j in range(4):
         words |= codes[..., j] << (bits * j)
-    return words.astype(host_mx_dtype(name))
+    return words.astype(MX_STORAGE[name].numpy).view(named_mx_dtype(name))
 
 
 def unpack_x4(words: np.ndarray, name: str) -> np.ndarray:
     """Packed [..., F] words as float32 [..., 4F]."""
     element, bits = X4_ELEMENTS[name]
-    w = np.asarray(words).astype(np.uint32)
+    w = host_words(np.asarray(words)).astype(np.uint32)
     codes = np.stack([(w >> (bits * j)) & ((1 << bits) - 1) for j in range(4)], axis=-1)
     values = codes.astype(np.uint8).view(element).astype(np.float32)
     return values.reshape(*w.shape[:-1], w.shape[-1] * 4)
@@ -74,7 +76,7 @@ def is_float_type(dtype) -> bool:
 def _numpy(dtype) -> np.dtype:
     name = _x4_name(dtype)
     if name is not None:
-        return host_mx_dtype(name)
+        return named_mx_dtype(name)
     return np.dtype(getattr(ml_dtypes, str(dtype), None) or dtype)
 
 
@@ -89,15 +91,15 @@ def sizeinbytes(dtype) -> int:
 
 
 def register_x4_names() -> None:
-    """Let numpy read the x4 names as their storage words (``np.zeros(shape, dtype=nl.float4_e2m1fn_x4)``,
-    as the library's tests make output placeholders): the compat runner's process only."""
+    """Let numpy read the x4 names as their dtypes (``np.zeros(shape, dtype=nl.float4_e2m1fn_x4)``, as
+    the library's tests make output placeholders and inputs): the compat runner's process only."""
     for name in X4_ELEMENTS:
-        np.sctypeDict.setdefault(name, host_mx_dtype(name).type)
+        np.sctypeDict[name] = named_mx_dtype(name)
 
 
 def module(stand_in) -> types.ModuleType:
     """The stand-in module (``stand_in(name, **attrs)`` makes it, see harness.py)."""
-    x4 = {name: host_mx_dtype(name) for name in X4_ELEMENTS}
+    x4 = {name: named_mx_dtype(name) for name in X4_ELEMENTS}
     return stand_in("neuron_dtypes", static_cast=static_cast, is_float_type=is_float_type, finfo=finfo,
                     sizeinbytes=sizeinbytes,
                     bfloat=ml_dtypes.bfloat16, bfloat16=ml_dtypes.bfloat16,

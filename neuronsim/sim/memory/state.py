@@ -64,12 +64,22 @@ class CoreMemory:
         """Fill the bytes of ``program``'s on-chip tensors, except those named in ``keep`` (tiles
         that carry their values over from an earlier phase of the same kernel on this core)."""
         fill = FILL_BYTE[policy]
+        # A new tile may share bytes with a kept one (the allocator reuses bytes between lifetimes,
+        # and a kernel's own addresses may do the same): those bytes keep the kept tile's values.
+        kept = [(block, block.copy()) for block in
+                (self._block(t, placement) for t in program.tensors if t.memory is not Memory.HBM and t.name in keep)]
         for t in program.tensors:
             if t.memory is Memory.HBM or t.name in keep:
                 continue
-            mem = self.sbuf if t.memory is Memory.SBUF else self.psum
-            start, off = placement.start_partition[t.id], placement.byte_offset[t.id]
-            mem[start:start + t.partitions, off:off + t.bytes_per_partition] = fill
+            self._block(t, placement)[...] = fill
+        for block, values in kept:
+            block[...] = values
+
+    def _block(self, t: TensorDecl, placement: Placement) -> np.ndarray:
+        """``t``'s bytes: a view of its partitions' rows."""
+        mem = self.sbuf if t.memory is Memory.SBUF else self.psum
+        start, off = placement.start_partition[t.id], placement.byte_offset[t.id]
+        return mem[start:start + t.partitions, off:off + t.bytes_per_partition]
 
     def on_chip_base(self, t: TensorDecl, placement: Placement) -> tuple[np.ndarray, int]:
         """The flat host buffer of ``t``'s memory and ``t``'s byte offset in it."""
