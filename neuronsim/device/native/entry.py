@@ -6,7 +6,10 @@ allocator (the HBM ledger sees them), executes with the Numba executor — or, w
 ``NEURON_SIM_NUMERICS=fast``, lets ATen-CPU compute the values through a host call specialised
 to the entry's signature — and charges the Program's schedule to the device clock with its launch
 overhead, FLOPs, engine busy times and the Prepared. What a run needs is derived once per entry
-(``build.py``), so the cached path only indexes.
+(``build.py``), so the cached path only indexes: its launch record holds where each HBM slot's
+address comes from, the clock's record, spare copies of the core's base addresses and, once every
+compile unit the Program uses is loaded, the compiled loop's entry point (no type dispatch, no
+tier checks per call).
 
 ``out=`` ops (``arange.start_out``) run like functional ops whose outputs are the caller's ``out``
 tensors: the key holds their shapes before the call, the meta kernel gives the shapes after it, and
