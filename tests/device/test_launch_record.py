@@ -4,6 +4,8 @@ signature changes, and is still charged to the clock and counted like every op."
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -83,6 +85,22 @@ def test_another_device_index_reuses_the_record_but_allocates_and_charges_there(
     assert hbm.ledger(1).allocated_bytes - before[1] == out.untyped_storage().nbytes()
     assert out.device == torch.device("neuron:1")
     assert torch.equal(out.cpu(), a0.cpu() + b0.cpu())
+
+
+def test_threads_each_keep_their_cores_base_addresses(compiled):
+    """Threads model separate cores (the autograd thread runs the backward): an entry keeps each
+    core's base addresses, and each thread's runs use its own."""
+    a = torch.randn(5, 11, device="neuron")
+    b = torch.randn(5, 11, device="neuron")
+    results = [a + b]
+    worker = threading.Thread(target=lambda: results.append(a + b))
+    worker.start()
+    worker.join()
+    results.append(a + b)
+    entry = _entry_for(ADD, torch.float32, torch.Size([5, 11]), (11, 1))
+    assert len(entry._bases) == 2  # the main thread's core and the worker's
+    expected = a.cpu() + b.cpu()
+    assert len(results) == 3 and all(torch.equal(r.cpu(), expected) for r in results)
 
 
 def test_every_cached_call_is_charged_and_counted(compiled):

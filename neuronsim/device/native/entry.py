@@ -46,6 +46,7 @@ _KEYWORD = 10_000  # positions from here on are keyword arguments (looked up by 
 _ROLES = {"in": 0, "out": 1, "rt": 2}
 
 DECLINED = object()  # a signature no kernel covers: the host runs it
+_CORES_KEPT = 4  # cores whose base addresses an entry keeps
 _UNBUILT = object()
 
 
@@ -78,7 +79,9 @@ class Entry:
     # ``out=`` ops: where each ``out`` tensor is, and which of them each result returns
     out_positions: tuple[InputPosition, ...] = ()
     out_returns: tuple[int, ...] = ()
-    _bases: tuple | None = None  # (core memory, template bases) for the calling thread's core
+    # per core memory (threads model cores: the forward's and the autograd thread's differ): its
+    # (template bases, spare copies)
+    _bases: dict | None = None
 
     def __post_init__(self):
         # What every run needs, derived once: the per-call path only indexes.
@@ -114,20 +117,24 @@ class Entry:
         return self.prepared.program
 
     def base_template(self) -> np.ndarray:
-        return self._core_bases()[1]
+        return self._core_bases()[0]
 
     def _core_bases(self) -> tuple:
-        """(core memory, template bases, spare copies) for the calling thread's core. A spare is a
-        copy a finished run gave back: its HBM slots are rewritten by the next run, and nothing
-        else in it changes (a native op's Program has no registers; the status slot is only set
-        by a run that failed, whose copy is dropped)."""
+        """(template bases, spare copies) for the calling thread's core. A spare is a copy a
+        finished run gave back: its HBM slots are rewritten by the next run, and nothing else in
+        it changes (a native op's Program has no registers; the status slot is only set by a run
+        that failed, whose copy is dropped)."""
         prep = self.prepared
         core = core_memory(prep.chip)
-        cached = self._bases
-        if cached is not None and cached[0] is core:
-            return cached
-        cached = self._bases = (core, core.executor_bases(prep.program, prep.placement, self.fixed_arrays), [])
-        return cached
+        per_core = self._bases
+        if per_core is None:
+            per_core = self._bases = {}
+        found = per_core.get(core)
+        if found is None:
+            if len(per_core) >= _CORES_KEPT:  # (threads come and go: keep a few cores' bases)
+                per_core.clear()
+            found = per_core[core] = (core.executor_bases(prep.program, prep.placement, self.fixed_arrays), [])
+        return found
 
     def run(self, args: tuple, kwargs: dict, opts=None):
         if opts is None:
@@ -194,7 +201,7 @@ class Entry:
             arrays = bind_arrays(self.program, self.hbm_slots, operands, self.fixed_arrays)
             sim.run(self.program, arrays, self.prepared.chip, executor="reference")
             return
-        _, template, spare = self._core_bases()
+        template, spare = self._core_bases()
         bases = spare.pop() if spare else template.copy()  # (list pop/append: atomic across threads)
         for tid, role, i in self._slots:
             bases[tid] = (inputs[i] if role == 0 else outputs[i] if role == 1 else scalars).data_ptr()
