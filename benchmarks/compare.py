@@ -1,7 +1,7 @@
 """Run benchmarks on this checkout and on an older commit side by side, in one run: the no-regression
 check (issue #21: bench_sim, bench_tracing and bench_compile print before/after).
 
-    python benchmarks/compare.py --baseline 5589d0f [--repeats 3] bench_sim.py bench_tracing.py bench_compile.py
+    python benchmarks/compare.py --baseline 5589d0f [--repeats 3] [--args "--steps 4"] bench_sim.py bench_tracing.py
 
 The baseline is ``git archive``d into a temporary directory and each benchmark runs as a fresh
 process from each tree (that tree's own benchmark script, which knows its own API), alternating
@@ -76,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", required=True, help="a commit of this repository")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline-cache", type=Path, help="its Numba cache root (default: beside ours)")
-    parser.add_argument("scripts", nargs="+", help="benchmark scripts in benchmarks/, with '--' and arguments")
-    args, extra = parser.parse_known_args(argv)
+    parser.add_argument("--args", default="", help="arguments for every script")
+    parser.add_argument("scripts", nargs="+", help="benchmark scripts in benchmarks/")
+    args = parser.parse_args(argv)
+    extra = args.args.split()
     ours = Path(os.environ.get("NEURON_SIM_CACHE_DIR") or Path.home() / ".cache" / "neuronsim")
     base_cache = args.baseline_cache or ours.with_name(ours.name + "-baseline")
     with tempfile.TemporaryDirectory(prefix="neuronsim-baseline-") as tmp:
