@@ -189,6 +189,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::threshold_backward.default",
         "aten::zero_.default",
     ),
+    "neuronsim.kernels.embedding_bag": (
+        "aten::_embedding_bag.default",
+        "aten::_embedding_bag_forward_only.default",
+    ),
     "neuronsim.kernels.factory": (
         "aten::arange.start_out",
     ),
