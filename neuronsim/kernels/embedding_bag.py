@@ -19,7 +19,11 @@ A zero factor adds an exact zero (the sums are finite: a table or weights holdin
 the host, ``0 * inf`` being NaN). The other results are what ATen-CPU returns: ``offset2bag`` (each
 index's bag; empty for sum without ``padding_idx``), ``bag_size`` (the counts; zeros for sum) and
 ``max_indices`` (``bag_size`` again for mean, zeros for sum: the same tensor, which only the
-backward reads). Mode max, 16-bit tables and the backward run on the host.
+backward reads). The backward (``_embedding_bag_backward``, dense) is the transposed matmul:
+the indices' one-hot rows times their factors, the grad rows gathered by bag, PSUM summing over
+index chunks (fp32, rounded once: within fp32 rounding of ATen-CPU, which sums in its sorted-index
+order). Mode max, ``scale_grad_by_freq``, 16-bit tables and the per-sample weights' own gradient run
+on the host.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ BAGS = 64  # bags per tile: the stationary's identity rows (partitions 0..63)
 CHUNK = 64  # indices per matmul: partitions 64..127 (an access starts at a multiple of 32)
 D_MAX = 511  # row elements per matmul, plus the count column: one PSUM bank of fp32
 MAX_STEPS = 4096
+MM_FREE = 512  # moving free size of one matmul: one PSUM bank of fp32
 
 
 def _tile(shape, dtype=F32, buffer=None):
@@ -175,3 +180,107 @@ def plan_embedding_bag(call: Call) -> Launch | None:
                   {"bags": bags, "n": n, "d": d, "mean": mode == 1, "pad": pad,
                    "want_o2b": want_o2b},
                   admit=admit, result=result, flops=2.0 * n * d * max(1, -(-bags // BAGS)))
+
+
+# ---------------------------------------------------------------- backward
+
+
+def embedding_bag_backward_kernel(out, grad, indices, offsets, bag_size, *psw, bags, n, d, v, mean, pad):
+    """``out[r] = sum_i [indices[i] == r] * factor_i * grad[bag_i]`` (factor: the per-sample weight,
+    or 1 / bag size for mean; 0 for padding): indices on the contraction partitions, the one-hot of
+    their rows times the factor the stationary, the grad rows the indirect DMA gathers by bag the
+    moving operand; PSUM accumulates over index chunks (fp32 sums, rounded once)."""
+    P = 128
+    words, starts = IndexWords(indices, True), IndexWords(offsets, True)
+    g_step, gd_step = grad.dims[0][0], grad.dims[1][0]
+    chunks = [(i0, min(P, n - i0)) for i0 in range(0, n, P)]
+    rows = [(r0, min(P, v - r0)) for r0 in range(0, v, P)]
+    cols_d = [(c0, min(MM_FREE, d - c0)) for c0 in range(0, d, MM_FREE)]
+    if len(chunks) * len(rows) * len(cols_d) > MAX_STEPS:
+        raise Declined("too many steps")
+    row_ids = _tile((P, min(P, v)))
+    nisa.iota(row_ids, [[1, min(P, v)]])
+    prepared = []
+    for i0, c in chunks:
+        ids = words.column(i0, c)
+        pos = _tile((c, 1))
+        nisa.iota(pos, [[0, 1]], offset=i0, channel_multiplier=1)
+        firsts = starts.row(0, bags, c)
+        before = _tile((c, bags))
+        bag = _tile((c, 1))
+        nisa.tensor_scalar(before, firsts, A.less_equal, pos)
+        nisa.tensor_reduce(bag, A.add, before, axis=1)
+        nisa.tensor_scalar(bag, bag, A.subtract, 1.0)
+        at = _tile((c, 1))
+        nisa.tensor_scalar(at, bag, A.multiply, float(g_step))
+        offs = _tile((c, 1), nl.int32)
+        nisa.tensor_copy(offs, at)
+        rows_g = _tile((c, d), grad.dtype)
+        nisa.dma_copy(dst=rows_g, src=_indexed(grad, grad.offset, offs, c, gd_step, d))
+        factor = _tile((c, 1))
+        nisa.memset(factor, 1.0)
+        if pad >= 0:
+            nisa.scalar_tensor_tensor(factor, ids, A.not_equal, float(pad), A.multiply, factor)
+        if psw:
+            w = _tile((c, 1))
+            step = psw[0].dims[0][0]
+            nisa.dma_copy(dst=w, src=psw[0].ap([[step, c], [1, 1]], offset=psw[0].offset + i0 * step))
+            nisa.tensor_tensor(factor, factor, w, A.multiply)
+        if mean:  # 1 / bag size, gathered by bag (the low words of bag_size)
+            nisa.tensor_scalar(at, bag, A.multiply, float(bag_size.dims[0][0]))
+            offs2 = _tile((c, 1), nl.int32)
+            nisa.tensor_copy(offs2, at)
+            size = _tile((c, 1), nl.int32)
+            nisa.dma_copy(dst=size, src=_indexed(bag_size, bag_size.offset, offs2, c, 1, 1))
+            sizef = _tile((c, 1))
+            nisa.tensor_scalar(sizef, size, A.maximum, 1.0)
+            nisa.tensor_tensor(factor, factor, sizef, A.divide)
+        prepared.append((c, ids, rows_g, factor))
+    for r0, vr in rows:
+        for c0, cs in cols_d:
+            acc = _tile((vr, cs), buffer=nl.psum)
+            for c, ids, rows_g, factor in prepared:
+                rel = _tile((c, 1))
+                nisa.tensor_scalar(rel, ids, A.subtract, float(r0))
+                hot = _tile((c, vr))
+                nisa.tensor_scalar(hot, row_ids[:c, :vr], A.equal, rel, op1=A.multiply, operand1=factor)
+                moving = rows_g[:, c0:c0 + cs]
+                if grad.dtype != F32:
+                    moving = _tile((c, cs))
+                    nisa.tensor_copy(moving, rows_g[:, c0:c0 + cs])
+                nisa.nc_matmul(acc, hot, moving)
+            res = _tile((vr, cs), out.dtype)
+            nisa.tensor_copy(res, acc)
+            nisa.dma_copy(dst=out.ap([[out.dims[0][0], vr], [out.dims[1][0], cs]],
+                                     offset=out.offset + r0 * out.dims[0][0] + c0 * out.dims[1][0]), src=res)
+
+
+@native("aten::_embedding_bag_backward.default")
+def plan_embedding_bag_backward(call: Call) -> Launch | None:
+    grad, indices, offsets = call.arg(0, "grad"), call.arg(1, "indices"), call.arg(2, "offsets")
+    bag_size, v = call.arg(4, "bag_size"), call.arg(6, "num_weights")
+    scale, mode, sparse = call.arg(7, "scale_grad_by_freq"), call.arg(8, "mode"), call.arg(9, "sparse")
+    psw, pad = call.arg(10, "per_sample_weights"), call.arg(11, "padding_idx", -1)
+    if scale or sparse or mode not in (0, 1) or grad.dtype is not torch.float32 or grad.dim() != 2:
+        return None
+    if indices.dtype is not torch.int64 or offsets.dtype is not torch.int64 or indices.dim() != 1:
+        return None
+    if psw is not None and (psw.dtype is not torch.float32 or psw.dim() != 1):
+        return None
+    n, (bags, d) = indices.shape[0], grad.shape
+    out = call.outputs[0]
+    if not (0 < n and 0 < bags <= offsets.shape[0] and 0 < v < 2**24 and tuple(out.shape) == (v, d)):
+        return None
+    if mode == 1 and (bag_size.dtype is not torch.int64 or bag_size.shape[0] < bags):
+        return None
+    pad = -1 if pad is None or pad == -1 else pad % v
+    tensors = [grad, indices, offsets, bag_size] + ([psw] if psw is not None else [])
+    positions = [next(i for i, t in enumerate(call.inputs) if t is x) for x in tensors]
+
+    def admit(inputs):
+        return indices_within(inputs[positions[1]], v) and all_finite(inputs[positions[0]]) and int(
+            inputs[positions[2]][0]) == 0
+
+    return Launch(embedding_bag_backward_kernel, (OUT(0), *(IN(p) for p in positions)),
+                  {"bags": bags, "n": n, "d": d, "v": v, "mean": mode == 1, "pad": pad},
+                  admit=admit, flops=2.0 * n * d * v)

@@ -191,6 +191,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     ),
     "neuronsim.kernels.embedding_bag": (
         "aten::_embedding_bag.default",
+        "aten::_embedding_bag_backward.default",
         "aten::_embedding_bag_forward_only.default",
     ),
     "neuronsim.kernels.factory": (

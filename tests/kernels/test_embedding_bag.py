@@ -39,17 +39,21 @@ def test_embedding_bag_forward_matches_cpu_bit_for_bit(case):
         assert g.shape == r.shape and torch.equal(_bits(g.cpu()), _bits(r))
 
 
-def test_embedding_bag_module_trains_on_the_device():
+@pytest.mark.parametrize("mode,weighted,pad", [("mean", False, None), ("sum", True, None), ("sum", False, 3)])
+def test_embedding_bag_module_trains_on_the_device(mode, weighted, pad):
+    """nn.EmbeddingBag forward and backward; the weight's gradient within fp32 rounding (ATen-CPU
+    sums it in its own sorted-index order)."""
     torch.manual_seed(1)
-    bag = torch.nn.EmbeddingBag(30, 8, mode="mean")
-    x = torch.randint(0, 30, (6, 5))
-    want = bag(x)
-    want.sum().backward()
+    bag = torch.nn.EmbeddingBag(30, 8, mode=mode, padding_idx=pad)
+    x, g = torch.randint(0, 30, (6, 5)), torch.randn(6, 8)
+    psw = torch.randn(6, 5) if weighted else None
+    want = bag(x, per_sample_weights=psw)
+    want.backward(g)
     grad = bag.weight.grad.clone()
     bag.weight.grad = None
     dbag = bag.to("neuron")
-    got = dbag(x.to("neuron"))
-    got.sum().backward()
+    got = dbag(x.to("neuron"), per_sample_weights=None if psw is None else psw.to("neuron"))
+    got.backward(g.to("neuron"))
     assert torch.equal(_bits(got.detach().cpu()), _bits(want.detach()))
     torch.testing.assert_close(dbag.weight.grad.cpu(), grad, rtol=1e-5, atol=1e-6)
-    assert "aten::_embedding_bag" not in torch.neuron.get_fallback_ops()
+    assert torch.neuron.get_fallback_ops() == []
