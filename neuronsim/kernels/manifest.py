@@ -452,4 +452,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::upsample_nearest2d.default",
         "aten::upsample_nearest2d_backward.default",
     ),
+    "neuronsim.kernels.weight_norm": (
+        "aten::_weight_norm_interface.default",
+        "aten::_weight_norm_interface_backward.default",
+    ),
 }
