@@ -437,9 +437,7 @@ def reinterpret(buf: Buffer, dtype) -> Buffer:
         root.mx = mx_name(dtype)  # viewing the words as MX data (or back) names their format
         return root
     if root.memory not in ON_CHIP:
-        raise UnsupportedError(
-            "dtype reinterpretation of HBM tensors is not simulated", location=caller_location()
-        )
+        return _reinterpret_hbm(root, d, dtype)
     nbytes = root.bytes_per_partition
     if nbytes % d.itemsize:
         raise ConstraintError(
@@ -462,6 +460,26 @@ def reinterpret(buf: Buffer, dtype) -> Buffer:
     )
     alias.alias_of = root
     alias.mx = mx_name(dtype)
+    trace.aliases.setdefault(root.id, []).append(alias)
+    return alias
+
+
+def _reinterpret_hbm(root: Buffer, d, dtype) -> Buffer:
+    """An HBM tensor's bytes as ``d``: the last dim rescaled (``[M, K]`` bf16 as float32 is
+    ``[M, K / 2]``); an HBM alias (``TensorDecl.alias_of``) bound to the same host bytes."""
+    last = root.shape[-1] * root.dtype.itemsize
+    if last % d.itemsize:
+        raise ConstraintError(
+            f"{root.describe()} has {last} bytes in its last dim, not a multiple of {DTYPES[d]}'s "
+            f"{d.itemsize}", location=caller_location())
+    trace = current_trace()
+    for b in trace.aliases.get(root.id, ()):
+        if b.dtype is d:
+            b.mx = mx_name(dtype)
+            return b
+    alias = trace.new_buffer(f"{root.name}_as_{DTYPES[d]}", root.memory, root.shape[:-1] + (last // d.itemsize,),
+                             d, root.location, kind=root.kind, register=False)
+    alias.alias_of, alias.shared, alias.mx = root, root.shared, mx_name(dtype)
     trace.aliases.setdefault(root.id, []).append(alias)
     return alias
 
