@@ -19,8 +19,8 @@ def swap_blocks(tensor):
     nisa.dma_copy(dst=sb, src=tensor.ap(pattern=[[words, m], [1, words]], dtype=nl.float32))
     n = words // BLOCK
     for b in nl.range(n):
-        nisa.dma_copy(dst=out.ap(pattern=[[words, m], [1, BLOCK]], offset=(n - 1 - b) * BLOCK, dtype=nl.float32),
-                      src=sb[:, b * BLOCK:(b + 1) * BLOCK])
+        dst = out.ap(pattern=[[words, m], [1, BLOCK]], offset=(n - 1 - b) * BLOCK, dtype=nl.float32)
+        nisa.dma_copy(dst=dst, src=sb[:, b * BLOCK:(b + 1) * BLOCK])
     return out
 
 
