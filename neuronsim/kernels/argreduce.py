@@ -28,8 +28,9 @@ stored with one DMA per walk of the kept dims, as the values are. Indices are co
 
 Covered: float32 / bfloat16 / float16, and int8 / uint8 / int16 (exact in fp32), any one dim,
 negative dims, keepdim, non-contiguous inputs; the flattened tensor when its dims coalesce into
-one walk in logical order. Not covered (fall back): int32/int64/bool inputs (VectorE's fp32
-compare is not exact past 2**24). ``topk`` is ``sorting.py``'s.
+one walk in logical order; int32 whose values are below 2**24 in magnitude (a per-call check:
+VectorE compares in fp32). Not covered (fall back): int64/bool inputs. ``topk`` is
+``sorting.py``'s.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ MAX_INDEX = 2**24  # fp32 holds every index below this exactly
 # per partition for every 128 kept elements, spread n / 128 per kept element plus this many for
 # its instructions' fixed costs (measured on the simulator), so spread wins for few kept elements.
 SPREAD_OVERHEAD = 16
-DTYPES = (*FLOAT_DTYPES, torch.int8, torch.uint8, torch.int16)
+DTYPES = (*FLOAT_DTYPES, torch.int8, torch.uint8, torch.int16, torch.int32)
 
 
 @dataclass(frozen=True)
@@ -298,7 +299,11 @@ def _launch(call: Call, dim, keepdim, negate: bool) -> Launch | None:
     if layout is None:
         return None
     operands = (*(OUT(i) for i in range(len(call.outputs))), IN(0))
-    return Launch(arg_reduce, operands, {"layout": layout}, flops=float(x.numel()))
+    admit = None
+    if x.dtype is torch.int32:  # (CLIP's argmax of int32 token ids) fp32 compares are exact below 2**24
+        def admit(inputs):
+            return inputs[0].numel() == 0 or int(inputs[0].abs().max()) < MAX_INDEX
+    return Launch(arg_reduce, operands, {"layout": layout}, flops=float(x.numel()), admit=admit)
 
 
 @native("aten::max.dim", "aten::min.dim")

@@ -424,6 +424,16 @@ def _promoted_to_float32(call: Call) -> bool:
         t.dtype in INTEGERS or t.dtype is torch.float32 for t in call.inputs)
 
 
+@native("aten::pow.Scalar")
+def plan_pow_scalar(call: Call) -> Launch | None:
+    """``base ** x`` (MPT's ALiBi slopes ``2 ** -(...)``): ATen raises the base, cast to x's float
+    dtype, to each exponent in fp32, as VectorE's reversed power does."""
+    base = _scalar(call.arg(0, "self"))
+    if base is None or len(call.inputs) != 1 or not _floats(call) or call.inputs[0].dtype is not torch.float32:
+        return None
+    return _launch(call, alu, op0=A.power, v0=_as_dtype(base, torch.float32), reverse0=True)
+
+
 def _rsub_alpha(dst, other, x, alpha):  # other - alpha * x, as (x * -alpha) + other
     nisa.scalar_tensor_tensor(dst=dst, data=x, op0=A.multiply, operand0=-alpha, op1=A.add, operand1=other)
 

@@ -14,7 +14,8 @@ DMA). A DMA copies bytes, so every dtype is exact (int64 as its word pairs). A s
 several values naming one block twice (undefined in ATen) runs on the host.
 
 What runs on the host: negative or out-of-range indices (ATen wraps or raises), boolean masks,
-index tensors of different shapes (broadcast), indices not on consecutive dims, and
+index tensors of different ranks (same-rank shapes broadcast in a gather), indices not on
+consecutive dims, and
 layouts whose blocks or index dims do not walk memory in one pattern.
 """
 
@@ -91,8 +92,10 @@ def _pieces(words, strides, outer, steps_xy, block):
                 yield xb, ob, n0, p, offs, c0, c
 
 
-def gather_kernel(out, x, *indices, d, wide):
-    """``out[o, n, b] = x[o, idx_0[n], ..., b]``."""
+def gather_kernel(out, x, *indices, d, wide, shape=None):
+    """``out[o, n, b] = x[o, idx_0[n], ..., b]`` (``shape``: the index tensors broadcast to it)."""
+    if shape is not None:  # stride-0 dims: IndexWords walks them run by run
+        indices = [ix.broadcast_to((*shape, 2) if w else shape) for ix, w in zip(indices, wide[1:], strict=True)]
     k, m = len(indices), len(indices[0].shape) - (1 if wide[1] else 0)
     words = [IndexWords(ix, w) for ix, w in zip(indices, wide[1:], strict=True)]
     outer, (x_outer, o_outer), block, (x_bstep, o_bstep) = _layout(x, out, d, k, m)
@@ -127,9 +130,9 @@ def put_kernel(x, values, *indices, d, wide, broadcast):
 # ---------------------------------------------------------------- planners
 
 
-def _index_dims(x, indices) -> tuple[int, list] | None:
+def _index_dims(x, indices, broadcast: bool = False) -> tuple[int, list] | None:
     """(first indexed dim, the index tensors) when they are consecutive device int tensors of one
-    shape; None otherwise."""
+    shape (``broadcast``: of shapes that broadcast, with as many dims); None otherwise."""
     if not isinstance(indices, list | tuple) or not indices:
         return None
     present = [i for i, t in enumerate(indices) if t is not None]
@@ -138,9 +141,18 @@ def _index_dims(x, indices) -> tuple[int, list] | None:
     tensors = [indices[i] for i in present]
     if any(not isinstance(t, torch.Tensor) or t.is_cpu or t.dtype not in INDEX_DTYPES for t in tensors):
         return None
-    if len({tuple(t.shape) for t in tensors}) != 1 or tensors[0].dim() == 0:
+    if tensors[0].dim() == 0 or len({tuple(t.shape) for t in tensors}) != 1 and not (
+            broadcast and len({t.dim() for t in tensors}) == 1 and _broadcasts(tensors)):
         return None
     return present[0], tensors
+
+
+def _broadcasts(tensors) -> bool:
+    try:
+        torch.broadcast_shapes(*(t.shape for t in tensors))
+    except RuntimeError:
+        return False
+    return True
 
 
 def _position(call: Call, t) -> int:
@@ -150,19 +162,22 @@ def _position(call: Call, t) -> int:
 @native("aten::index.Tensor")
 def plan_index(call: Call) -> Launch | None:
     x = call.arg(0, "self")
-    found = _index_dims(x, call.arg(1, "indices"))
+    found = _index_dims(x, call.arg(1, "indices"), broadcast=True)
     if found is None or call.inputs[0] is not x:
         return None
     d, tensors = found
     out = call.outputs[0]
     if out.dtype != x.dtype:
         return None
+    shape = tuple(torch.broadcast_shapes(*(t.shape for t in tensors)))
     positions = [_position(call, t) for t in tensors]
     sizes = [x.shape[d + j] for j in range(len(tensors))]
     wide = (x.dtype is torch.int64, *(t.dtype is torch.int64 for t in tensors))
     admit = _admit_at(positions, sizes, x.numel() * (2 if wide[0] else 1))
-    return Launch(gather_kernel, (OUT(0), IN(0), *(IN(p) for p in positions)), {"d": d, "wide": wide},
-                  admit=admit)
+    statics = {"d": d, "wide": wide}
+    if any(tuple(t.shape) != shape for t in tensors):
+        statics["shape"] = shape  # (Bloom's and Qwen2-MoE's masks: x[rows[:, None], cols[None, :]])
+    return Launch(gather_kernel, (OUT(0), IN(0), *(IN(p) for p in positions)), statics, admit=admit)
 
 
 def _admit_at(positions: list[int], sizes: list[int], span: int, distinct: bool = False):

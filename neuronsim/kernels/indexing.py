@@ -75,7 +75,7 @@ class IndexWords:
         self.sizes, self.steps = (tuple(sizes), tuple(steps)) if sizes else ((1,), (0,))
         self.count = math.prod(self.sizes)
         self.inner, self.step = self.sizes[-1], self.steps[-1]
-        if len(self.sizes) > 1 and -(-P // self.inner) + 1 > self.MAX_RUNS:
+        if len(self.sizes) > 1 and -(-min(P, self.count) // self.inner) + 1 > self.MAX_RUNS:
             raise Declined("the index tensor's dims do not coalesce and its rows are short")
 
     def _runs(self, n0: int, n: int):

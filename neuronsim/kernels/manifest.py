@@ -149,6 +149,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::ne_.Tensor",
         "aten::neg.default",
         "aten::neg_.default",
+        "aten::pow.Scalar",
         "aten::pow.Tensor_Scalar",
         "aten::pow.Tensor_Tensor",
         "aten::pow_.Scalar",

@@ -17,7 +17,9 @@ rows, i.e. across partitions, which VectorE cannot do: TensorE contracts over th
 PSUM partitions, and successive row tiles accumulate into the same PSUM column (no SBUF round
 trips). Products and sums stay fp32 (fp32 matmul for ``dy * xhat``); outputs round once.
 
-Covered: float32 / bfloat16 / float16, contiguous input, ``n <= N_MAX``, weight and bias contiguous
+Covered: float32 / bfloat16 / float16, ``n <= N_MAX``, inputs whose normalized dims are one walk
+(rows in any layout: a ``[B, C, T]`` conv output transposed to ``[B, T, C]`` takes a tile per
+``B`` index, :func:`row_walk`), weight and bias contiguous
 of the input's dtype or absent. ``mean``/``rstd`` have the device's (meta) dtype, float32, as on
 CUDA.
 
@@ -40,6 +42,7 @@ rest decompose.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -48,6 +51,7 @@ import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels.bridge import FLOAT_DTYPES
 from neuronsim.kernels.registry import IN, OUT, Call, Launch, native
+from neuronsim.kernels.tiling import coalesce
 from neuronsim.sim.ir import ActFunc, AluOp
 
 A = AluOp
@@ -66,23 +70,50 @@ def _rows(view, r0: int, p: int, n: int, strides: tuple[int, int] | None = None)
     return view.ap([[rs, p], [cs, n]], offset=view.offset + r0 * rs)
 
 
-def flat_strides(t, n: int) -> tuple[int, int] | None:
-    """``(row stride, column stride)`` of ``t`` seen as ``[rows, n]`` (its leading dims and its last
-    dims each collapse to one stride), or None if they do not collapse."""
-    k = next((i for i in range(t.dim() + 1) if math.prod(t.shape[i:]) == n), None)
+def _collapse(dims) -> int | None:
+    """The one stride of dims (size, stride) that walk memory as one dim (0 if none), else None."""
+    dims = [(s, st) for s, st in dims if s != 1]
+    for (_, outer), (size, inner) in zip(dims, dims[1:], strict=False):
+        if outer != inner * size:
+            return None
+    return dims[-1][1] if dims else 0
+
+
+MAX_ROW_TILES = 1024
+
+
+def row_walk(ts, n: int):
+    """Row tiles of same-shape tensors ``ts`` seen as ``[rows, n]`` whose rows need not be one walk
+    (a ``[B, C, T]`` conv output transposed to ``[B, T, C]``, a broadcast gradient): per tile of at
+    most 128 rows within the innermost row dim, ``(first row, rows, offset per tensor, row step per
+    tensor, column step per tensor)``; None if a tensor's normalized dims are not one walk."""
+    P = nl.tile_size.pmax
+    k = next((i for i in range(ts[0].dim() + 1) if math.prod(ts[0].shape[i:]) == n), None)
     if k is None:
         return None
+    cols = tuple(_collapse(zip(t.shape[k:], t.stride()[k:], strict=True)) for t in ts)
+    if any(c is None for c in cols):
+        return None
+    sizes, steps = coalesce([tuple((t.stride(d), t.shape[d]) for d in range(k)) for t in ts])
+    if not sizes:
+        sizes, steps = (1,), [[0] for _ in ts]
+    *outer, inner = sizes
+    if math.prod(outer) * -(-inner // P) > MAX_ROW_TILES:
+        return None
+    tiles, r = [], 0
+    for idx in itertools.product(*(range(m) for m in outer)):
+        base = [sum(i * s for i, s in zip(idx, st, strict=False)) for st in steps]
+        for i0 in range(0, inner, P):
+            tiles.append((r + i0, min(P, inner - i0), tuple(b + i0 * st[-1] for b, st in zip(base, steps, strict=True)),
+                          tuple(st[-1] for st in steps), cols))
+        r += inner
+    return tiles
 
-    def collapse(dims) -> int | None:
-        dims = [(s, st) for s, st in dims if s != 1]
-        for (_, outer), (size, inner) in zip(dims, dims[1:], strict=False):
-            if outer != inner * size:
-                return None
-        return dims[-1][1] if dims else 0
 
-    rows = collapse(zip(t.shape[:k], t.stride()[:k], strict=True))
-    cols = collapse(zip(t.shape[k:], t.stride()[k:], strict=True))
-    return None if rows is None or cols is None else (rows, cols)
+def _tile_rows(view, tile, k: int, n: int):
+    """Tensor ``k``'s rows of a :func:`row_walk` tile as a ``[p, n]`` pattern."""
+    _, p, offsets, row_steps, col_steps = tile
+    return view.ap([[row_steps[k], p], [col_steps[k], n]], offset=view.offset + offsets[k])
 
 
 def _per_row(view, r0: int, p: int):
@@ -109,7 +140,7 @@ def _normalize(xt, mean, rstd, dst):
 # ---------------------------------------------------------------- forward
 
 
-def layer_norm(y, mean, rstd, x, *affine, eps, rows, n, has_w, has_b):
+def layer_norm(y, mean, rstd, x, *affine, eps, rows, n, has_w, has_b, x_walk=None):
     P = nl.tile_size.pmax  # rows per tile: the partitions
     it = iter(affine)
     w = next(it) if has_w else None
@@ -118,10 +149,15 @@ def layer_norm(y, mean, rstd, x, *affine, eps, rows, n, has_w, has_b):
     w_t = _broadcast(w, pw, n) if has_w else None
     b_t = _broadcast(b, pw, n) if has_b else None
 
-    def load(r0):
-        xt = nl.ndarray((min(P, rows - r0), n), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=xt, src=_rows(x, r0, xt.shape[0], n))
-        return r0, xt
+    def load(tile):
+        if x_walk is None:  # contiguous rows
+            r0 = tile
+            xt = nl.ndarray((min(P, rows - r0), n), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=xt, src=_rows(x, r0, xt.shape[0], n))
+            return r0, xt
+        xt = nl.ndarray((tile[1], n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=xt, src=_tile_rows(x, tile, 0, n))
+        return tile[0], xt
 
     def normalize(state):
         r0, xt = state
@@ -131,7 +167,7 @@ def layer_norm(y, mean, rstd, x, *affine, eps, rows, n, has_w, has_b):
         nisa.dma_copy(dst=_per_row(mean, r0, p), src=mu)  # DMA casts to mean's dtype
         nisa.dma_copy(dst=_per_row(rstd, r0, p), src=rs)
 
-    pipelined(list(range(0, rows, P)), load, normalize)
+    pipelined(x_walk or list(range(0, rows, P)), load, normalize)
 
 
 def normalize_rows(xt, w_t, b_t, eps, dtype):
@@ -177,8 +213,9 @@ def plan_layer_norm(call: Call) -> Launch | None:
     n = math.prod(shape)
     rows = x.numel() // n if n else 0
     y, mean, rstd = call.outputs
+    x_walk = None if x.is_contiguous() or not 0 < n else row_walk([x], n)
     if (
-        x.dtype not in FLOAT_DTYPES or not x.is_contiguous() or not 0 < n <= N_MAX
+        x.dtype not in FLOAT_DTYPES or (x_walk is None and not x.is_contiguous()) or not 0 < n <= N_MAX
         or not (_affine_ok(w, x, n) and _affine_ok(b, x, n))
         or not (y.is_contiguous() and mean.is_contiguous() and rstd.is_contiguous())
         or mean.numel() != rows or not math.isfinite(eps)
@@ -186,7 +223,7 @@ def plan_layer_norm(call: Call) -> Launch | None:
         return None
     ins = [t for t in (x, w, b) if t is not None]
     operands = (OUT(0), OUT(1), OUT(2), *(IN(_position(call, t)) for t in ins))
-    return Launch(layer_norm, operands, {"eps": eps, "rows": rows, "n": n,
+    return Launch(layer_norm, operands, {"eps": eps, "rows": rows, "n": n, "x_walk": x_walk,
                                          "has_w": w is not None, "has_b": b is not None},
                   flops=float(rows * n * (8 if w is not None else 6)),
                   output_dtypes=(y.dtype, x.dtype, x.dtype))  # mean, rstd in x's dtype, as ATen-CPU
@@ -216,7 +253,7 @@ def _store_columns(dst, acc, n: int):
                       src=t[:tail, full:full + 1])
 
 
-def layer_norm_backward(*views, rows, n, has_w, want, dy_strides):
+def layer_norm_backward(*views, rows, n, has_w, want, walk):
     P = nl.tile_size.pmax  # rows per tile: the partitions
     views = list(views)
     outs = {k: views.pop(0) for k in ("dx", "dw", "db") if want[k]}
@@ -225,12 +262,13 @@ def layer_norm_backward(*views, rows, n, has_w, want, dy_strides):
     pw = min(P, rows)
     w_t = _broadcast(w, pw, n) if has_w else None
     sums = column_sum_accumulators(want, n, pw, dy.dtype)
-    for r0 in nl.affine_range(0, rows, P):
-        p = min(P, rows - r0)
+    for t in nl.affine_range(len(walk)):
+        tile = walk[t]
+        r0, p = tile[0], tile[1]
         xt = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
         dyt = nl.ndarray((p, n), dtype=dy.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=xt, src=_rows(x, r0, p, n))
-        nisa.dma_copy(dst=dyt, src=_rows(dy, r0, p, n, dy_strides))
+        nisa.dma_copy(dst=xt, src=_tile_rows(x, tile, 0, n))
+        nisa.dma_copy(dst=dyt, src=_tile_rows(dy, tile, 1, n))
         mt = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
         rs = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
         nisa.dma_copy(dst=mt, src=_per_row(mean, r0, p))
@@ -301,10 +339,9 @@ def plan_layer_norm_backward(call: Call) -> Launch | None:
     # Only the results the mask asks for are tensors; the registry passes those, in order.
     if len(call.outputs) != sum(want.values()) or not any(want.values()):
         return None
-    dy_strides = flat_strides(dy, n) if 0 < n and dy.shape == x.shape else None
+    walk = row_walk([x, dy], n) if 0 < n and dy.shape == x.shape else None  # (views: a transposed x, a broadcast dy)
     if (
-        x.dtype not in FLOAT_DTYPES or dy.dtype != x.dtype or dy_strides is None
-        or not x.is_contiguous() or not 0 < n <= N_MAX
+        x.dtype not in FLOAT_DTYPES or dy.dtype != x.dtype or walk is None or not 0 < n <= N_MAX
         or not _affine_ok(w, x, n) or (b is not None and b.dtype != x.dtype)
         or any(t.dtype not in FLOAT_DTYPES or t.numel() != rows or not t.is_contiguous()
                for t in (mean, rstd))
@@ -318,7 +355,7 @@ def plan_layer_norm_backward(call: Call) -> Launch | None:
     # mask is False; ``result`` puts the kernel's outputs in their places.
     complete = all(want.values())
     return Launch(layer_norm_backward, operands,
-                  {"rows": rows, "n": n, "has_w": w is not None, "want": want, "dy_strides": dy_strides},
+                  {"rows": rows, "n": n, "has_w": w is not None, "want": want, "walk": walk},
                   flops=float(rows * n * 12),
                   result=None if complete else lambda outs: _masked(outs, want, ("dx", "dw", "db")))
 

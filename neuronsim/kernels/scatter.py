@@ -13,8 +13,8 @@ duplicate pattern is bit-exact:
   broadcast along the row, bits exact) to the row and ``tensor_copy_predicated`` keeps the sum
   only in that slot; ``scatter`` copies ``src[:, j]`` in. A select, not a multiply-add: no
   ``0 * inf``, and ``-0.0`` slots nothing is added to stay ``-0.0``.
-- ``index_put_(accumulate=True)`` with one index tensor on dim 0: the rows of ``self`` on the
-  partitions, each row's elements along the free axis; for each index n in order, ``values[n]``
+- ``index_put_(accumulate=True)`` with index tensors on the leading dims: the indexed rows of
+  ``self`` on the partitions, each row's elements along the free axis; for each index n in order, ``values[n]``
   DMA'd to every partition, added, and kept on the partition ``index[n]`` names (a partition
   iota compared with it).
 - ``histc``: the bins on the partitions, the elements along the free axis of each (a stride-0
@@ -24,8 +24,8 @@ duplicate pattern is bit-exact:
   inputs (which ATen-CPU refuses) follow CUDA's integer formula, which the same quotient gives
   exactly while ``(max - min) * bins < 2**24``.
 
-Not covered (host): other ``scatter_reduce`` modes, several index tensors or a broadcast values
-tensor in ``index_put_``, more than ``MAX_STEPS`` column steps.
+Not covered (host): other ``scatter_reduce`` modes, index tensors of different shapes or not on
+the leading dims, or a broadcast values tensor in ``index_put_``, more than ``MAX_STEPS`` column steps.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import torch
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
 from neuronsim.kernels.bridge import FLOAT_DTYPES, numpy_dtype
-from neuronsim.kernels.indexing import indices_within
+from neuronsim.kernels.indexing import IndexWords, indices_within
 from neuronsim.kernels.registry import IN, OUT, Call, Declined, Launch, native
 from neuronsim.kernels.softmax import row_tiles
 from neuronsim.kernels.tiling import PARTITIONS, coalesce
@@ -149,76 +149,86 @@ def _scatter_on_index_extent(out, x, index, src, *, dim, add):
 # ---------------------------------------------------------------- index_put_(accumulate=True)
 
 
-def index_add_kernel(out, x, values, index, *, rows, block, v_steps):
-    """``out = x``; for n in order, ``out[index[n]] += values[n]`` (rows of ``block`` elements)."""
-    ids = _low_words(index)
-    count = ids.shape[0]
-    v_nstep, v_bstep = v_steps
-    x_vstep, o_vstep = x.dims[0][0], out.dims[0][0]
-    x_bstep, o_bstep = (v.dims[1][0] if len(v.dims) > 1 else 1 for v in (x, out))
+def index_add_kernel(out, x, values, *indices, rows, block, steps, mults):
+    """``out = x`` seen as ``[rows, block]``; for n in order, ``out[row(n)] += values[n]`` with
+    ``row(n) = sum_j indices[j][n] * mults[j]`` (the indexed dims of ``x`` as one)."""
+    (x_r, x_b), (o_r, o_b), (v_n, v_b) = steps
+    words = [IndexWords(ix, True) for ix in indices]
+    count = words[0].count
     tiles = [(v0, min(P, rows - v0)) for v0 in range(0, rows, P)]
     per_load = max(1, min(count, BROADCAST_MAX // block))
     if len(tiles) * count > MAX_STEPS or block > ROW_MAX:
         raise Declined("too many steps")
     for v0, vp in tiles:
         acc = _tile((vp, block), x.dtype)
-        nisa.dma_copy(dst=acc, src=x.ap([[x_vstep, vp], [x_bstep, block]], offset=x.offset + v0 * x_vstep))
-        names = _tile((vp, count))  # index[n] on every partition
-        nisa.dma_copy(dst=names, src=ids.ap([[0, vp], [ids.dims[0][0], count]], offset=ids.offset))
+        nisa.dma_copy(dst=acc, src=x.ap([[x_r, vp], [x_b, block]], offset=x.offset + v0 * x_r))
+        names = _tile((vp, count))  # row(n) on every partition
+        for j, (w, m) in enumerate(zip(words, mults, strict=True)):
+            ids = w.row(0, count, vp)
+            if j == 0:
+                nisa.tensor_scalar(names, ids, A.multiply, float(m))
+            else:
+                nisa.scalar_tensor_tensor(names, ids, A.multiply, float(m), A.add, names)
         mine = _tile((vp, block))  # the row number of each partition
         nisa.iota(mine, [[0, block]], offset=v0, channel_multiplier=1)
         for n0 in range(0, count, per_load):
             m = min(per_load, count - n0)
             rows_n = _tile((vp, m * block), values.dtype)
-            nisa.dma_copy(dst=rows_n, src=values.ap([[0, vp], [v_nstep, m], [v_bstep, block]],
-                                                     offset=values.offset + n0 * v_nstep))
+            nisa.dma_copy(dst=rows_n, src=values.ap([[0, vp], [v_n, m], [v_b, block]],
+                                                     offset=values.offset + n0 * v_n))
             for j in range(m):
                 hit = _tile((vp, block), nl.uint8)
                 nisa.tensor_scalar(hit, mine, A.equal, names[:, n0 + j:n0 + j + 1])
-                total = _tile((vp, block), x.dtype)
+                total = _tile((vp, block), x.dtype)  # rounded to x's dtype, as each CPU addition is
                 nisa.tensor_tensor(total, acc, rows_n[:, j * block:(j + 1) * block], A.add)
                 nisa.tensor_copy_predicated(acc, total, hit)
-        nisa.dma_copy(dst=out.ap([[o_vstep, vp], [o_bstep, block]], offset=out.offset + v0 * o_vstep), src=acc)
+        nisa.dma_copy(dst=out.ap([[o_r, vp], [o_b, block]], offset=out.offset + v0 * o_r), src=acc)
+
+
+def _one(dims) -> tuple[int, int] | None:
+    """(size, step) of (step, size) dims that walk memory as one; None otherwise."""
+    sizes, (steps,) = coalesce([tuple(dims)])
+    if len(sizes) > 1:
+        return None
+    return (sizes[0], steps[0]) if sizes else (1, 1)
 
 
 def plan_index_put_accumulate(call: Call) -> Launch | None:
-    """``index_put_`` with ``accumulate=True`` (``index_dma.plan_index_put`` hands it here)."""
+    """``index_put_`` with ``accumulate=True`` (``index_dma.plan_index_put`` hands it here): index
+    tensors of one shape on the leading dims of ``self`` (an embedding's backward ``x[ids] += g``,
+    a pooled ``x[arange, pos] += g``, MoE outputs added back to their tokens)."""
     x, indices, values = call.arg(0, "self"), call.arg(1, "indices"), call.arg(2, "values")
-    if not isinstance(indices, list | tuple) or len(indices) != 1 or not isinstance(indices[0], torch.Tensor):
+    if not isinstance(indices, list | tuple) or not indices or call.inputs[0] is not x:
         return None
-    index = indices[0]
-    if (index.is_cpu or index.dtype is not torch.int64 or index.dim() != 1 or not isinstance(values, torch.Tensor)
-            or values.is_cpu or values.dtype != x.dtype or x.dtype not in FLOAT_DTYPES or x.dim() == 0):
+    k = len(indices)
+    if any(not isinstance(t, torch.Tensor) or t.is_cpu or t.dtype is not torch.int64 for t in indices):
         return None
-    if tuple(values.shape) != (index.shape[0], *x.shape[1:]) or call.inputs[0] is not x:
+    shape = tuple(indices[0].shape)
+    if any(tuple(t.shape) != shape for t in indices) or not shape or x.dim() < k:
         return None
-    block = math.prod(x.shape[1:])
-    trail = [tuple((v.stride(d), v.shape[d]) for d in range(1, v.dim())) for v in (x, values, call.outputs[0])]
-    sizes, steps = coalesce(trail)
-    if len(sizes) > 1:
+    if (not isinstance(values, torch.Tensor) or values.is_cpu or values.dtype != x.dtype
+            or x.dtype not in FLOAT_DTYPES or tuple(values.shape) != shape + tuple(x.shape[k:])):
         return None
-    v_steps = (values.stride(0), steps[1][0] if sizes else 1)
-    n_rows = x.shape[0]
+    out = call.outputs[0]
+    lead = [_one((t.stride(d), t.shape[d]) for d in range(k)) for t in (x, out)]
+    trail = [_one((t.stride(d), t.shape[d]) for d in range(j, t.dim())) for t, j in
+             ((x, k), (out, k), (values, len(shape)))]
+    v_lead = _one((values.stride(d), values.shape[d]) for d in range(len(shape)))
+    if None in lead or None in trail or v_lead is None:
+        return None
+    rows, block = math.prod(x.shape[:k]), math.prod(x.shape[k:])
+    steps = ((lead[0][1], trail[0][1]), (lead[1][1], trail[1][1]), (v_lead[1], trail[2][1]))
+    mults = [math.prod(x.shape[j + 1:k]) for j in range(k)]
+    positions = [next(i for i, t in enumerate(call.inputs) if t is ix) for ix in indices]
     pos_v = next(i for i, t in enumerate(call.inputs) if t is values)
-    pos_i = next(i for i, t in enumerate(call.inputs) if t is index)
+    sizes = [x.shape[j] for j in range(k)]
 
     def admit(inputs):
-        return indices_within(inputs[pos_i], n_rows)
+        return all(indices_within(inputs[p], n) for p, n in zip(positions, sizes, strict=True))
 
-    return Launch(_index_add_views, (OUT(0), IN(0), IN(pos_v), IN(pos_i)),
-                  {"rows": n_rows, "block": block, "v_steps": v_steps}, admit=admit,
-                  flops=float(values.numel()) * min(P, n_rows))
-
-
-def _index_add_views(out, x, values, index, *, rows, block, v_steps):
-    """The trailing dims of x/out as one walk (``coalesce`` checked it)."""
-    def flat(v):
-        if len(v.dims) == 1:
-            return v
-        sizes, (steps,) = coalesce([tuple(v.dims[1:])])
-        step = steps[0] if sizes else 1
-        return v.ap([list(v.dims[0]), [step, block]], offset=v.offset)
-    index_add_kernel(flat(out), flat(x), values, index, rows=rows, block=block, v_steps=v_steps)
+    return Launch(index_add_kernel, (OUT(0), IN(0), IN(pos_v), *(IN(p) for p in positions)),
+                  {"rows": rows, "block": block, "steps": steps, "mults": mults}, admit=admit,
+                  flops=float(values.numel()) * min(P, rows))
 
 
 # ---------------------------------------------------------------- histc

@@ -230,9 +230,18 @@ def test_small_integers(dtype):
     _all_four(x, 0)
 
 
-def test_wide_integers_and_bool_fall_back():
-    for x in (torch.randint(-5, 5, (4, 9), dtype=torch.int32), torch.randint(0, 2, (4, 9)).bool(),
-              torch.randint(-5, 5, (4, 9))):
+def test_int32_below_2_to_the_24_is_native_and_larger_values_fall_back():
+    x = torch.randint(-5, 5, (4, 9), dtype=torch.int32)
+    x[:, 3] = 4  # ties: the first index wins
+    _all_four(x, 1)
+    big = torch.tensor([[2**24 + 1, 2**24, 3]], dtype=torch.int32)
+    torch.neuron.clear_op_tracking()
+    assert torch.equal(big.to("neuron").argmax(1).cpu(), big.argmax(1))
+    assert "aten::argmax" in torch.neuron.get_fallback_ops()
+
+
+def test_int64_and_bool_fall_back():
+    for x in (torch.randint(0, 2, (4, 9)).bool(), torch.randint(-5, 5, (4, 9))):
         torch.neuron.clear_op_tracking()
         v, i = torch.max(x.to("neuron"), 1)
         w, j = torch.max(x, 1)

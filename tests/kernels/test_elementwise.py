@@ -221,3 +221,14 @@ def test_isneginf_and_isposinf_natively(dtype):
     assert torch.equal(torch.isposinf(d).cpu(), torch.isposinf(x))
     assert torch.neuron.get_executed_ops() == ["aten::isneginf", "aten::isposinf"]
     assert torch.neuron.get_fallback_ops() == []
+
+
+def test_pow_of_a_scalar_base():
+    """MPT's ALiBi slopes ``2 ** -(...)``: VectorE's power, within fp32's few ulps as pow.Tensor_Tensor."""
+    torch.manual_seed(15)
+    x = torch.cat([torch.randn(500) * 8, torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), -float("inf")])])
+    for base in (2, 0.5, 10000.0):
+        torch.neuron.clear_op_tracking()
+        got = torch.pow(base, x.to("neuron"))
+        assert ran_natively("aten::pow.Scalar")
+        assert_matches_cpu(got, torch.pow(base, x))

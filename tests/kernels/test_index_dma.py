@@ -74,3 +74,14 @@ def test_out_variants_that_models_call_run_natively():
     assert torch.equal(picked.cpu(), torch.where(cond, a, b[0, 0]))
     assert {"aten::mm.out", "aten::where.self_out"} <= set(torch.neuron.get_executed_ops())
     assert torch.neuron.get_fallback_ops() == []
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
+def test_gathers_by_index_tensors_that_broadcast(dtype):
+    """Bloom's and Qwen2-MoE's ``mask[rows[:, None, None, None], cols[None, None, None, :]]``."""
+    torch.manual_seed(7)
+    x = (torch.randn(2, 8) > 0).to(dtype)
+    rows, cols = torch.arange(2).view(2, 1, 1, 1), torch.randint(0, 8, (1, 1, 1, 8))
+    got = x.to("neuron")[rows.to("neuron"), cols.to("neuron")]
+    assert torch.equal(got.cpu(), x[rows, cols])
+    assert _native("aten::index.Tensor")

@@ -100,13 +100,13 @@ def test_backward_kernel_directly(dtype):
 
 
 def test_uncovered_signatures_fall_back_and_stay_correct():
-    # Rows longer than N_MAX, and a non-contiguous input: the host computes them.
+    # Rows longer than N_MAX, and normalized dims that are not one walk: the host computes them.
     x = torch.randn(3, 8192)
     y, *_ = aten.native_layer_norm(x.to("neuron"), [8192], None, None, 1e-5)
     assert_matches_cpu(y, aten.native_layer_norm(x, [8192], None, None, 1e-5)[0])
-    xt = torch.randn(64, 16)
-    y, *_ = aten.native_layer_norm(xt.to("neuron").t(), [64], None, None, 1e-5)
-    assert_matches_cpu(y, aten.native_layer_norm(xt.t(), [64], None, None, 1e-5)[0])
+    xt = torch.randn(8, 4, 16)
+    y, *_ = aten.native_layer_norm(xt.to("neuron").transpose(0, 2), [4, 8], None, None, 1e-5)
+    assert_matches_cpu(y, aten.native_layer_norm(xt.transpose(0, 2), [4, 8], None, None, 1e-5)[0])
     assert torch.neuron.get_fallback_ops() == ["aten::native_layer_norm"]
     assert not ran_natively("aten::native_layer_norm")
 
@@ -156,12 +156,34 @@ def test_backward_of_a_broadcast_gradient(dtype):
         assert_matches_cpu(got.grad, ref.to(dtype), **_grad_tolerance(dtype, 96))
 
 
-def test_flat_strides_of_the_gradient():
-    from neuronsim.kernels.norm import flat_strides
+def test_row_walk_of_views():
+    from neuronsim.kernels.norm import row_walk
 
-    assert flat_strides(torch.empty(3, 5, 40), 40) == (40, 1)
-    assert flat_strides(torch.empty(()).expand(3, 5, 40), 40) == (0, 0)
-    assert flat_strides(torch.empty(3, 1, 40).expand(3, 5, 40), 40) is None  # rows do not collapse
-    assert flat_strides(torch.empty(2, 6, 40), 240) == (240, 1)
-    assert flat_strides(torch.empty(40, 6).t(), 40) == (1, 6)
-    assert flat_strides(torch.empty(4, 6), 5) is None
+    assert row_walk([torch.empty(3, 5, 40)], 40) == [(0, 15, (0,), (40,), (1,))]
+    assert row_walk([torch.empty(()).expand(3, 5, 40)], 40) == [(0, 15, (0,), (0,), (0,))]
+    # rows that are not one walk: a tile per outer index
+    assert row_walk([torch.empty(3, 1, 40).expand(3, 5, 40)], 40) == [
+        (0, 5, (0,), (0,), (1,)), (5, 5, (40,), (0,), (1,)), (10, 5, (80,), (0,), (1,))]
+    assert row_walk([torch.empty(2, 6, 40)], 240) == [(0, 2, (0,), (240,), (1,))]
+    assert row_walk([torch.empty(40, 6).t()], 40) == [(0, 6, (0,), (1,), (6,))]
+    assert row_walk([torch.empty(4, 6)], 5) is None
+
+
+@pytest.mark.parametrize("shape", [(2, 32, 16), (2, 8, 8, 8)])
+def test_layer_norm_of_a_transposed_input(shape):
+    """ConvNeXt / wav2vec2 / Whisper normalize a ``[B, C, T]`` conv output transposed to ``[B, T, C]``."""
+    torch.manual_seed(9)
+    x0, n = torch.randn(shape), shape[1]
+    w0, b0 = torch.randn(n), torch.randn(n)
+
+    def run(device):
+        x, w, b = (t.clone().to(device).requires_grad_() for t in (x0, w0, b0))
+        y = F.layer_norm(x.transpose(1, -1), (n,), w, b, 1e-5)
+        (y * torch.linspace(-1, 1, y.numel(), device=device).view(y.shape)).sum().backward()
+        return y, x.grad, w.grad, b.grad
+
+    want = run("cpu")
+    got = run("neuron")
+    assert ran_natively("aten::native_layer_norm") and ran_natively("aten::native_layer_norm_backward")
+    for g, ref in zip(got, want, strict=True):
+        assert_matches_cpu(g, ref.detach(), rtol=1e-4, atol=1e-4)

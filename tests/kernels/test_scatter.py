@@ -86,3 +86,15 @@ def test_histc_counts_floats_as_cpu_and_integers_as_cuda():
         got = torch.histc(ids.to(dtype).to("neuron"), bins=8, min=0, max=7)
         assert torch.neuron.get_fallback_ops() == []
         _same_bits(got, torch.histc(ids.double(), bins=8, min=0, max=7).to(dtype))
+
+
+def test_index_put_accumulate_with_2d_and_several_index_tensors():
+    """Whisper's embedding backward ``x[ids] += g`` (2-D ids), CLIP's pooled ``x[arange, pos] += g``."""
+    torch.manual_seed(6)
+    x, ids, g = torch.zeros(32, 32), torch.randint(0, 32, (2, 6)), torch.randn(2, 6, 32)
+    got = x.to("neuron").index_put_((ids.to("neuron"),), g.to("neuron"), accumulate=True)
+    _same_bits(got, x.clone().index_put_((ids,), g, accumulate=True))
+    x, rows, pos, g = torch.randn(2, 8, 32), torch.arange(2), torch.tensor([5, 5]), torch.randn(2, 32)
+    got = x.to("neuron").index_put_(tuple(_dev(rows, pos)), g.to("neuron"), accumulate=True)
+    _same_bits(got, x.clone().index_put_((rows, pos), g, accumulate=True))
+    assert torch.neuron.get_fallback_ops() == []

@@ -364,3 +364,31 @@ def test_a_psum_row_broadcast_past_4k_elements_streams():
 
     with pytest.raises(ConstraintError, match="4100 elements per partition of PSUM.*limit is 4096"):
         nki.simulate(too_wide)(x, m)
+
+
+# ---------------------------------------------------------------- nc_matmul transpose mode
+
+@pytest.mark.parametrize("chip", ["trn2", "trn3"])
+def test_matmul_transpose_mode_lands_bf16_bits_in_a_bf16_psum_tile(chip):
+    """S10: from NeuronCore-v3, ``is_transpose=True`` transposes the stationary tile bit-exactly into a
+    PSUM tile of its own 16-bit dtype — on v4 too, where a bf16 PSUM tile could also take a matmul
+    (nki-library's moe_cte transposes its hidden states this way)."""
+    import ml_dtypes
+
+    x = RNG.standard_normal((128, 64)).astype(ml_dtypes.bfloat16)
+
+    @nki.jit
+    def transpose_by_identity(a):
+        out = nl.ndarray((64, 128), dtype=a.dtype, buffer=nl.shared_hbm)
+        tile = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=a)
+        identity = nl.shared_identity_matrix(128, dtype=a.dtype)
+        flipped = nl.ndarray((64, 128), dtype=a.dtype, buffer=nl.psum)
+        nisa.nc_matmul(dst=flipped, stationary=tile, moving=identity, is_transpose=True)
+        result = nl.ndarray((64, 128), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=result, src=flipped)
+        nisa.dma_copy(dst=out, src=result)
+        return out
+
+    got = nki.simulate(transpose_by_identity, chip=chip)(x)
+    assert got.dtype == x.dtype and np.array_equal(got.view(np.uint16), x.T.view(np.uint16))

@@ -102,10 +102,11 @@ def nc_matmul(
             DtypeError,
         )
     allowed_dst = {DType.float32} if chip.nki_target != "gen4" else {DType.float32, DType.bfloat16}
-    if is_transpose and dst.buf.dtype not in allowed_dst and dst.buf.dtype is stationary.buf.dtype:
+    if is_transpose and dst.buf.dtype is stationary.buf.dtype and dst.buf.dtype is not DType.float32:
         # transpose mode: "Starting NeuronCore-v3, ... is_transpose=True enables bit-accurate data
         # transpose" of the stationary tile (the moving one is the identity), into a dst of its dtype:
-        # what nc_transpose on TensorE records
+        # what nc_transpose on TensorE records (a bf16 dst too on NeuronCore-v4, where a bf16 PSUM
+        # is also a matmul's dst)
         if n != k:
             raise _fail(fn, f"is_transpose=True: moving {_describe(moving)} must be the [{k}, {k}] identity")
         return nc_transpose(dst, stationary, engine=engine.tensor, name=name)
