@@ -130,6 +130,16 @@ class DeviceClock:
                  engine_busy_ns)
             )
 
+    def charge_native(self, record: tuple) -> None:
+        """``charge_kernel`` for a cached native op: ``record`` is its fixed part, made once per
+        signature — (name, signature, duration_ns, nbytes, kernel, flops, engine_busy_ns)."""
+        c = self._current_costs()
+        wall = time.time_ns()
+        with self._lock:
+            start = self.now_ns
+            self.now_ns = start + c.launch_ns + record[2]
+            self._records.append((4, record, start, c.launch_ns, wall))
+
     def charge_collective(self, name: str, signature: tuple, start_ns: float, duration_ns: float,
                           nbytes: int = 0) -> None:
         """A collective (torch.distributed) from ``start_ns``, when every rank of its group was ready,
@@ -155,6 +165,11 @@ class DeviceClock:
                 _, name, sig, start, duration, nbytes, to_device, wall = rec
                 kind = "h2d" if to_device else "d2h"
                 out.append(ClockEvent(name, kind, sig, start, duration, False, nbytes, wall))
+            elif rec[0] == 4:
+                _, (name, sig, duration, nbytes, kernel, flops, busy), start, launch, wall = rec
+                out.append(ClockEvent(name, "launch", sig, start, launch, True, 0, wall))
+                out.append(ClockEvent(name, "kernel", sig, start + launch, duration, True, nbytes, wall, kernel,
+                                      flops, busy))
             elif rec[0] == 3:
                 _, name, sig, start, duration, nbytes, wall = rec
                 out.append(ClockEvent(name, "collective", sig, start, duration, True, nbytes, wall))

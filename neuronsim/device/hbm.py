@@ -38,7 +38,9 @@ class HbmLedger:
     def __init__(self, index: int):
         self.index = index
         self._lock = threading.RLock()  # re-entrant: a GC-triggered release can run while charging
-        self._live: dict[weakref.ref, int] = {}
+        # id of each live weakref -> (the weakref, its bytes): by id, as a numpy array (what a
+        # fresh device tensor's storage owns, memory.py) is unhashable, and so is a weakref to it
+        self._live: dict[int, tuple[weakref.ref, int]] = {}
         # [pool][metric] for bytes and for allocation counts; pool 0 is "all".
         self._bytes = [[0, 0, 0, 0] for _ in POOLS]
         self._count = [[0, 0, 0, 0] for _ in POOLS]
@@ -60,34 +62,59 @@ class HbmLedger:
             raise HbmCapacityError(self._oom_message(nbytes, allocated, capacity))
 
     def charge(self, storage, nbytes: int | None = None) -> None:
-        """Charge a new storage (``nbytes``: its size, when the caller knows it)."""
+        """Charge a new storage, released when it dies (or the host array a new storage owns: it
+        dies with the storage); ``nbytes``: its size, when the caller knows it."""
         if nbytes is None:
             nbytes = storage.nbytes()
         if nbytes == 0:
             return
-        pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
+        # Every device allocation runs this (a cached native op's outputs too): the four rows it
+        # moves are spelled out, no loop over tuples made per call.
+        all_bytes, all_count = self._bytes[0], self._count[0]
+        if nbytes >= LARGE_POOL_MIN_BYTES:
+            pool_bytes, pool_count = self._bytes[1], self._count[1]
+        else:
+            pool_bytes, pool_count = self._bytes[2], self._count[2]
         with self._lock:
             self.check(nbytes)
-            self._live[weakref.ref(storage, self._release)] = nbytes
-            for row, amount in ((self._bytes[0], nbytes), (self._bytes[pool], nbytes),
-                                (self._count[0], 1), (self._count[pool], 1)):
-                cur = row[_CUR] = row[_CUR] + amount
-                row[_ALLOC] += amount
-                if cur > row[_PEAK]:
-                    row[_PEAK] = cur
+            ref = weakref.ref(storage, self._release)
+            self._live[id(ref)] = (ref, nbytes)
+            cur = all_bytes[_CUR] = all_bytes[_CUR] + nbytes
+            all_bytes[_ALLOC] += nbytes
+            if cur > all_bytes[_PEAK]:
+                all_bytes[_PEAK] = cur
+            cur = pool_bytes[_CUR] = pool_bytes[_CUR] + nbytes
+            pool_bytes[_ALLOC] += nbytes
+            if cur > pool_bytes[_PEAK]:
+                pool_bytes[_PEAK] = cur
+            cur = all_count[_CUR] = all_count[_CUR] + 1
+            all_count[_ALLOC] += 1
+            if cur > all_count[_PEAK]:
+                all_count[_PEAK] = cur
+            cur = pool_count[_CUR] = pool_count[_CUR] + 1
+            pool_count[_ALLOC] += 1
+            if cur > pool_count[_PEAK]:
+                pool_count[_PEAK] = cur
 
     def _release(self, ref: weakref.ref) -> None:
         with self._lock:
-            nbytes = self._live.pop(ref, 0)
-            if not nbytes:
+            found = self._live.pop(id(ref), None)
+            if found is None:
                 return
+            nbytes = found[1]
             pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
-            for row in (self._bytes[0], self._bytes[pool]):
-                row[_CUR] -= nbytes
-                row[_FREED] += nbytes
-            for row in (self._count[0], self._count[pool]):
-                row[_CUR] -= 1
-                row[_FREED] += 1
+            row = self._bytes[0]
+            row[_CUR] -= nbytes
+            row[_FREED] += nbytes
+            row = self._bytes[pool]
+            row[_CUR] -= nbytes
+            row[_FREED] += nbytes
+            row = self._count[0]
+            row[_CUR] -= 1
+            row[_FREED] += 1
+            row = self._count[pool]
+            row[_CUR] -= 1
+            row[_FREED] += 1
 
     def reset_peak(self) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 
+import numpy as np
 import torch
 
 from neuronsim.device import hbm
@@ -69,13 +70,18 @@ def _exportable(host: torch.Tensor) -> torch.Tensor:
     return host.resolve_conj().resolve_neg()
 
 
-def empty_strided(size, stride, dtype: torch.dtype, index: int, nbytes: int | None = None) -> torch.Tensor:
+def empty_strided(size, stride, dtype: torch.dtype, index: int, nbytes: int | None = None,
+                  contiguous: bool = False) -> torch.Tensor:
     """Allocate a neuron tensor; checks the HBM budget before touching host memory. ``nbytes``:
-    its storage bytes when the caller knows them (a cached kernel's outputs)."""
+    its storage bytes when the caller knows it (a cached kernel's outputs); ``contiguous``: the
+    caller knows ``stride`` is ``size``'s row-major one."""
     if nbytes is None:
         nbytes = storage_bytes(size, stride, dtype)
     ledger = hbm.ledger(index)
     ledger.check(nbytes)
+    as_numpy = _NUMPY_DTYPES.get(dtype) if contiguous and nbytes else None
+    if as_numpy is not None:
+        return _fresh_from_numpy(size, as_numpy, index, ledger, nbytes)
     t = _relabel(torch.empty_strided(size, stride, dtype=dtype), _KDL_EXT_DEV | (index << 32))
     ledger.charge(t.untyped_storage(), nbytes)  # a fresh CPU tensor always exports (adopt's retry is moot)
     return t
@@ -89,8 +95,34 @@ def empty(size, dtype: torch.dtype, index: int) -> torch.Tensor:
     nbytes = numel * dtype.itemsize
     ledger = hbm.ledger(index)
     ledger.check(nbytes)
+    as_numpy = _NUMPY_DTYPES.get(dtype) if nbytes else None
+    if as_numpy is not None:
+        return _fresh_from_numpy(tuple(size), as_numpy, index, ledger, nbytes)
     t = _relabel(torch.empty(size, dtype=dtype), _KDL_EXT_DEV | (index << 32))
     ledger.charge(t.untyped_storage(), nbytes)
+    return t
+
+
+# Fresh contiguous host memory of these dtypes comes from numpy, exported through DLPack straight
+# to the device (no CPU tensor to make and export first): half the cost of the torch route, which
+# every cached native op's output pays. The ledger follows the numpy array, which the device
+# storage owns and frees with it (no Python storage object to make and keep). Other dtypes
+# (bfloat16, the fp8 types) take the torch route.
+_NUMPY_DTYPES = {
+    torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16,
+    torch.int64: np.int64, torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8,
+    torch.uint8: np.uint8, torch.bool: np.bool_, torch.complex64: np.complex64,
+    torch.complex128: np.complex128,
+}
+
+
+def _fresh_from_numpy(size, dtype, index: int, ledger: hbm.HbmLedger, nbytes: int) -> torch.Tensor:
+    host = np.empty(size, dtype)
+    capsule = host.__dlpack__()
+    _int64_at(_int64_at(id(capsule) + _POINTER_OFFSET).value + _DEVICE_FIELD_OFFSET).value = \
+        _KDL_EXT_DEV | (index << 32)
+    t = _from_dlpack(capsule)
+    ledger.charge(host, nbytes)
     return t
 
 

@@ -11,9 +11,10 @@ Tiles created inside ``affine_range`` loops rotate over ``degree`` buffers (mult
 buffer of iteration ``j`` is held until iteration ``j + degree - 1`` has started, so consecutive
 iterations get different bytes and overlap on the engines. The degree starts at
 :data:`MAX_ROTATION` and is lowered, separately for SBUF and PSUM, until everything fits; with no
-rotation left, SBUF tiles are split, reloaded and spilled as the compiler does (``spill.py``);
-a kernel that still does not fit raises a capacity error naming the tensor that could not be
-placed, its size, the limit, what was live, and the kernel line that allocated it.
+rotation left, SBUF tiles are split, reloaded and spilled as the compiler does (``spill.py``) and
+PSUM tiles whose accumulation is done move to SBUF (``psum_evict.py``); a kernel that still does
+not fit raises a capacity error naming the tensor that could not be placed, its size, the limit,
+what was live, and the kernel line that allocated it.
 
 PSUM is allocated in whole 2 KiB banks (an accumulation group lives in one bank, S9); SBUF in
 :data:`SBUF_ALIGN_BYTES` steps.
@@ -26,6 +27,7 @@ import heapq
 
 from neuronsim.errors import PsumCapacityError, SbufCapacityError
 from neuronsim.nki.buffer import Buffer
+from neuronsim.nki.psum_evict import evict_to_sbuf
 from neuronsim.nki.spill import SpillFailure, fit_by_splitting
 from neuronsim.nki.trace import Trace
 from neuronsim.sim.ir import Memory
@@ -64,8 +66,18 @@ def allocate(trace: Trace) -> dict:
                 degrees[memory] = degree
                 break
         else:
-            if memory is not Memory.SBUF or any(b.pinned for b in bufs):
+            if any(b.pinned for b in bufs):
                 raise _capacity_error(memory, failure, capacity, unit, chip)
+            if memory is Memory.PSUM:
+                try:
+                    degrees["psum_evictions"] = evict_to_sbuf(trace, bufs, unit, capacity)
+                except SpillFailure as f:
+                    if not f.live:  # not rewritable (register loops): the first failure stands
+                        raise _capacity_error(memory, failure, capacity, unit, chip) from None
+                    held = _Failure(f.buf, f.size, _largest_gap(f.live, capacity), f.live)
+                    raise _capacity_error(memory, held, capacity, unit, chip) from None
+                degrees[memory] = 1
+                continue
             try:
                 degrees["sbuf_reloads"] = fit_by_splitting(trace, bufs, unit, capacity)
             except SpillFailure as f:

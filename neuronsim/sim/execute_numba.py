@@ -166,11 +166,12 @@ def loaded_opcodes() -> frozenset[Opcode]:
 
 
 def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray, program: Program | None = None,
-            pitch: dict | None = None) -> int:
-    """Run the encoded Program; -1, or the position of the instruction that stopped it (its status
-    in ``bases[-1]``). Given ``program`` and the on-chip ``pitch`` (bytes from one partition's row
-    to the next, per memory), tiered: what is not compiled yet runs on the reference executor."""
-    start, n = 0, itab.shape[0]
+            pitch: dict | None = None, start: int = 0) -> int:
+    """Run the encoded Program from instruction ``start``; -1, or the position of the instruction
+    that stopped it (its status in ``bases[-1]``). Given ``program`` and the on-chip ``pitch``
+    (bytes from one partition's row to the next, per memory), tiered: what is not compiled yet runs
+    on the reference executor."""
+    n = itab.shape[0]
     fallback = None
     while start < n:
         if program is None or _loop_available(itab, ftab, bases):
@@ -197,6 +198,18 @@ def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray, program: Prog
             return start
         start += 1
     return -1
+
+
+def direct_runner(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray):
+    """The compiled loop's entry point for arrays typed like these, once the loop and every
+    opcode ``itab`` uses are loaded (None before): ``runner(itab, ftab, bases, ENTRIES, 0)`` is
+    ``run_encoded`` without the dispatcher's type resolution or the tier checks, for a cached
+    Program run many times. A stop with status 0 means an entry was unloaded since (tests do):
+    resume with ``execute(..., start=stop)``."""
+    if not run_encoded.overloads or not all(ENTRIES[op] for op in np.unique(itab[:, 0])):
+        return None
+    found = run_encoded.overloads.get(tuple(run_encoded.typeof_pyval(a) for a in (itab, ftab, bases, ENTRIES, 0)))
+    return None if found is None else found.entry_point
 
 
 def execute_branching(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray) -> tuple[int, np.ndarray]:

@@ -83,6 +83,8 @@ class Opcode(enum.IntEnum):
     AFFINE_SELECT = 41
     TENSOR_PARTITION_REDUCE = 42
     NC_N_GATHER = 43  # gather within each partition by uint32 indices
+    NONZERO_WITH_COUNT = 44  # indices of a partition's nonzero elements, padded, then their count
+    LOCAL_GATHER = 45  # gather within partitions by indices shared across each GpSimd core's 16
     # DMA
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
@@ -124,6 +126,8 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),
     Opcode.NC_N_GATHER: (Engine.GPSIMD,),
+    Opcode.NONZERO_WITH_COUNT: (Engine.GPSIMD,),
+    Opcode.LOCAL_GATHER: (Engine.GPSIMD,),
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
     Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),
@@ -381,6 +385,8 @@ class Instruction:
         if self.opcode is Opcode.NC_STREAM_SHUFFLE and self.dst is not None:
             mask = self.imm.get("mask")
             return isinstance(mask, (tuple, list)) and SHUFFLE_KEEP in mask[:self.dst.partitions]
+        if self.opcode is Opcode.NONZERO_WITH_COUNT and self.dst is not None:
+            return self.dst.partitions > 1  # only each GpSimd core's first partition is written
         return False
 
     def accesses(self) -> Iterable[tuple[AccessPattern, bool]]:

@@ -158,13 +158,18 @@ def test_a_single_tile_larger_than_a_partition_fails_at_its_line():
     huge.specialize((np.zeros((1, 1), np.float32),), chip="trn3")
 
 
-def test_more_than_eight_live_psum_banks_fails():
+def test_more_than_eight_open_accumulation_groups_fail():
+    """Nine matmul accumulations interleaved over K: when the ninth needs a bank, every other one is
+    still to be accumulated into (only TensorE accumulates, in PSUM), so none can leave."""
+
     @nki.jit
     def banks(a):
         out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a)
         accs = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum, name=f"acc{i}") for i in range(9)]
-        for acc in accs:
-            nisa.memset(dst=acc, value=1.0)
+        for k in range(2):
+            for acc in accs:
+                nisa.nc_matmul(dst=acc, stationary=x[:, 0:128], moving=x, accumulate=k > 0)
         res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
         for acc in accs:
             nisa.tensor_copy(dst=res, src=acc)
@@ -172,9 +177,39 @@ def test_more_than_eight_live_psum_banks_fails():
         return out
 
     with pytest.raises(PsumCapacityError) as info:
-        banks.specialize((np.zeros((1, 1), np.float32),))
+        banks.specialize((np.zeros((128, 512), np.float32),))
     msg = str(info.value)
-    assert "'acc8'" in msg and "8 banks" in msg and "test_allocation.py:" in msg
+    assert "'acc8'" in msg and "8 banks are held by 8 other tensors" in msg and "test_allocation.py:" in msg
+
+
+def test_finished_psum_tiles_beyond_eight_banks_move_to_sbuf():
+    """attn_fwd_v3's pattern: sixteen one-bank matmul results, all written before the first is read.
+    A finished accumulation can live in SBUF (VectorE and ScalarE read both), so the ones needed
+    last move there by a VectorE copy when the ninth needs a bank (psum_evict.py)."""
+
+    @nki.jit
+    def scores(q, k):
+        out = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+        qs, ks = nl.load(q), nl.load(k)
+        qk = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum, name=f"qk{j}") for j in range(16)]
+        for j in range(16):
+            nisa.nc_matmul(dst=qk[j], stationary=qs, moving=ks[:, j * 512:(j + 1) * 512])
+        row_max = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf)
+        for j in range(16):
+            nisa.tensor_reduce(dst=row_max[:, j:j + 1], op=nl.maximum, data=qk[j], axis=1)
+        nl.store(out, row_max)
+        return out
+
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((128, 128), dtype=np.float32)
+    k = rng.standard_normal((128, 16 * 512), dtype=np.float32)
+    traced = scores.specialize((q, k))
+    assert traced.instances[0].rotation["psum_evictions"] == 8
+    evictions = [ins for ins in traced.instances[0].programs[0].instructions if (ins.name or "").startswith("evict")]
+    assert len(evictions) == 8 and {ins.opcode.name for ins in evictions} == {"TENSOR_COPY"}
+    assert all(ins.srcs[0].memory is Memory.PSUM and ins.dst.memory is Memory.SBUF for ins in evictions)
+    want = (q.T.astype(np.float64) @ k).reshape(128, 16, 512).max(axis=2)
+    np.testing.assert_allclose(nki.simulate(scores)(q, k), want, rtol=1e-4, atol=1e-4)
 
 
 def test_profile_reports_peak_on_chip_bytes():

@@ -328,6 +328,8 @@ def test_every_ir_instruction_has_its_nisa_call():
         Opcode.NC_MATCH_REPLACE8: "nc_match_replace8",
         Opcode.RANGE_SELECT: "range_select",
         Opcode.NC_N_GATHER: "nc_n_gather",
+        Opcode.NONZERO_WITH_COUNT: "nonzero_with_count",
+        Opcode.LOCAL_GATHER: "local_gather",
         Opcode.DMA_COMPUTE: "dma_compute",
         Opcode.REGISTER_MOVE: "register_move",
         Opcode.REGISTER_LOAD: "register_load",

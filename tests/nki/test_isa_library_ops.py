@@ -366,6 +366,83 @@ def test_a_psum_row_broadcast_past_4k_elements_streams():
         nki.simulate(too_wide)(x, m)
 
 
+# ---------------------------------------------------------------- nonzero_with_count
+
+def test_nonzero_with_count_misuse_names_the_line():
+    x = np.zeros((128, 64), np.float32)
+
+    @nki.jit
+    def no_count_slot(a):
+        t = nl.load(a)
+        out = nl.ndarray((128, 64), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.nonzero_with_count(dst=out, src=t)  # <- here
+        return a
+
+    @nki.jit
+    def float_dst(a):
+        out = nl.ndarray((128, 65), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.nonzero_with_count(dst=out, src=nl.load(a))  # <- here
+        return a
+
+    @nki.jit
+    def float_offset(a):
+        out = nl.ndarray((128, 65), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.nonzero_with_count(dst=out, src=nl.load(a), index_offset=0.5)  # <- here
+        return a
+
+    raises_at(no_count_slot, (x,), ConstraintError, "one more element per partition")
+    raises_at(float_dst, (x,), DtypeError, "dst must be int32")
+    raises_at(float_offset, (x,), ConstraintError, "index_offset=0.5 must be an int32")
+
+
+# ---------------------------------------------------------------- local_gather
+
+def test_local_gather_matches_the_sdk_numpy_semantics():
+    """The SDK's test_nki_isa_local_gather.py: each core's 16 partitions of indices, flattened
+    partition first, pick num_elem_per_idx elements of every partition of that core."""
+    src = (RNG.random((128, 512, 4)) * 100).astype(np.float32)
+    per_core = RNG.integers(0, 512, (16, 4)).astype(np.uint16)
+    index = np.tile(per_core, (8, 1))
+    n, k = 4, 64
+
+    @nki.jit
+    def gather(src_buffer, idx):
+        out = nl.ndarray((128, 4, 16, 4), dtype=src_buffer.dtype, buffer=nl.shared_hbm)
+        got = nl.ndarray((128, 4, 16, 4), dtype=src_buffer.dtype, buffer=nl.sbuf)
+        nisa.local_gather(dst=got, src_buffer=nl.load(src_buffer), index=nl.load(idx), num_elem_per_idx=n,
+                          num_valid_indices=k)
+        nl.store(out, got)
+        return out
+
+    want = np.empty((128, k, n), np.float32)
+    for core in range(8):
+        rows = slice(core * 16, (core + 1) * 16)
+        want[rows] = np.take(src[rows], index[rows].flatten(order="F")[:k], axis=1)
+    got = nki.simulate(gather)(src, (index * n).astype(np.uint16))
+    assert np.array_equal(got, want.reshape(128, 4, 16, 4))
+
+
+def test_local_gather_misuse_names_the_line():
+    x = np.zeros((128, 64), np.float32)
+
+    @nki.jit
+    def int32_index(a):
+        t = nl.load(a)
+        i = nl.ndarray((128, 4), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.local_gather(dst=t, src_buffer=t, index=i)  # <- here
+        return a
+
+    @nki.jit
+    def wrong_dst_size(a):
+        t = nl.load(a)
+        i = nl.ndarray((128, 2), dtype=nl.uint16, buffer=nl.sbuf)  # 32 indices a core: dst needs 32
+        nisa.local_gather(dst=t, src_buffer=t, index=i)  # <- here
+        return a
+
+    raises_at(int32_index, (x,), DtypeError, "index must be uint16")
+    raises_at(wrong_dst_size, (x,), ConstraintError, r"num_valid_indices \* num_elem_per_idx = 32")
+
+
 # ---------------------------------------------------------------- nc_matmul transpose mode
 
 @pytest.mark.parametrize("chip", ["trn2", "trn3"])

@@ -95,6 +95,31 @@ def test_tiles_keep_their_values_across_a_core_barrier():
     np.testing.assert_array_equal(out, np.concatenate([a[:128], 2 * a[128:]]))
 
 
+def test_a_tile_reusing_a_held_tiles_bytes_after_a_barrier_does_not_clobber_it():
+    """bwmm_shard_on_H's block expert index: written before a barrier, read after it, and its bytes
+    reused by a tile first seen after the barrier. That tile's uninitialized fill must not reach the
+    held tile before its last read (it did, and the index read back as -1: out of bounds)."""
+
+    @nki.jit
+    def hold_then_reuse(a):
+        out = nl.ndarray((128, 2), dtype=a.dtype, buffer=nl.shared_hbm)
+        held = nl.ndarray((128, 1), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=held, src=a)
+        nisa.core_barrier(data=out, cores=(0, 1))
+        nisa.dma_copy(dst=out[:, 0:1], src=held)  # the held tile's last read
+        later = nl.ndarray((128, 1), dtype=a.dtype, buffer=nl.sbuf)  # first seen after the barrier
+        nisa.memset(dst=later, value=5.0)
+        nisa.dma_copy(dst=out[:, 1:2], src=later)
+        return out
+
+    a = np.arange(128, dtype=np.float32).reshape(128, 1)
+    traced = hold_then_reuse[2].specialize((a,))
+    tiles = {t.name: t.address for t in traced.instances[0].programs[1].tensors if t.memory.name == "SBUF"}
+    assert len(set(tiles.values())) == 1, tiles  # the two tiles share their bytes
+    out = nki.simulate(hold_then_reuse[2])(a)
+    np.testing.assert_array_equal(out, np.concatenate([a, np.full_like(a, 5.0)], axis=1))
+
+
 @nki.jit
 def exchange_max(a):
     """attention_tkg's pattern: each core reduces its half, swaps the result with the other core by

@@ -314,7 +314,9 @@ def gen_activation(g: Gen) -> None:
     for name in ("bias", "scale"):
         if g.chance(0.3):
             imm[f"{name}_is_tile"] = True
-            srcs.append(g.operand(ON_CHIP, p, [1], dtypes={DType.float32}))
+            # S16: a scale tile is fp32, a bias tile any dtype but tfloat32
+            dtypes = {DType.float32} if name == "scale" else set(DType) - {DType.tfloat32}
+            srcs.append(g.operand(ON_CHIP, p, [1], dtypes=dtypes))
         else:
             imm[name] = small_float(g)
     dst2 = None
@@ -534,6 +536,42 @@ def gen_n_gather(g: Gen) -> None:
         g.emit(Opcode.NC_N_GATHER, g.operand([SBUF], p, nums, write=True, dtypes={data.dtype}), [data, idx])
 
 
+def gen_local_gather(g: Gen) -> None:
+    """uint16 indices masked to below the source's elements (minus n) just before: a reach past the
+    source stops the run (tests/sim/engines/test_gpsimd_gather.py covers that)."""
+    p = g.choice([16, 32, 64, 128])
+    n = g.choice([1, 2, 4])
+    src = g.operand([SBUF], p, g.free_nums(lo=8, hi=64))
+    idx = g.operand([SBUF], p, g.free_nums(hi=4), write=True, dtypes={DType.uint16})
+    if src is None or idx is None:
+        return
+    before = len(g.instructions)
+    reach = 2 ** int(math.log2(src.free_size - n + 1)) - 1
+    g.emit(Opcode.TENSOR_SCALAR, idx, [idx], engine=Engine.VECTOR, op0=AluOp.bitwise_and, operand0=reach)
+    if len(g.instructions) == before:
+        return
+    k = g.r.randint(1, min(idx.free_size * 16, 48))
+    dst = g.operand([SBUF], p, [k * n], write=True, dtypes={src.dtype})
+    g.emit(Opcode.LOCAL_GATHER, dst, [src, idx], num_elem_per_idx=n, num_valid_indices=k)
+
+
+def gen_nonzero(g: Gen) -> None:
+    """Nonzero positions per GpSimd core's partition; int32 sources are masked to 0/1 just before so
+    about half their elements are zero (float sources keep the pool's zeros, NaNs and -0.0)."""
+    p, nums = g.partitions(), g.free_nums(hi=40)
+    src = g.operand([SBUF], p, nums, dtypes={DType.float32, DType.int32})
+    if src is None:
+        return
+    if src.dtype is DType.int32:
+        before = len(g.instructions)
+        g.emit(Opcode.TENSOR_SCALAR, src, [src], engine=Engine.VECTOR, op0=AluOp.bitwise_and, operand0=1)
+        if len(g.instructions) == before:
+            return
+    dst = g.operand([SBUF], p, [math.prod(nums) + 1], write=True, dtypes={DType.int32})
+    g.emit(Opcode.NONZERO_WITH_COUNT, dst, [src], index_offset=g.choice([0, 7, -3, 2**20]),
+           padding_val=g.choice([-1, 0, 2**31 - 1]))
+
+
 RNG_STATE_DTYPES = frozenset(d for d in DType if d.itemsize == 4)
 
 
@@ -670,6 +708,8 @@ GENERATORS = {
     Opcode.AFFINE_SELECT: gen_affine_select,
     Opcode.TENSOR_PARTITION_REDUCE: gen_partition_reduce,
     Opcode.NC_N_GATHER: gen_n_gather,
+    Opcode.NONZERO_WITH_COUNT: gen_nonzero,
+    Opcode.LOCAL_GATHER: gen_local_gather,
     Opcode.BRANCH: gen_control,
 }
 NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz

@@ -26,7 +26,14 @@ from neuronsim.nki.isa.enums import (
     unknown_engine,
     vector_engine,
 )
-from neuronsim.nki.isa.gpsimd import affine_select, iota, nc_n_gather, tensor_partition_reduce
+from neuronsim.nki.isa.gpsimd import (
+    affine_select,
+    iota,
+    local_gather,
+    nc_n_gather,
+    nonzero_with_count,
+    tensor_partition_reduce,
+)
 from neuronsim.nki.isa.misc import (
     NkiInstruction,
     core_barrier,
@@ -89,6 +96,7 @@ __all__ = [
     "get_nc_version",
     "gpsimd_engine",
     "iota",
+    "local_gather",
     "matmul_perf_mode",
     "max8",
     "memset",
@@ -100,6 +108,7 @@ __all__ = [
     "nc_n_gather",
     "nc_transpose",
     "nc_version",
+    "nonzero_with_count",
     "oob_mode",
     "quantize_mx",
     "range_select",

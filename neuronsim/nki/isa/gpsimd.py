@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from neuronsim.errors import DtypeError
 from neuronsim.nki.isa.common import (
     _describe,
@@ -101,3 +103,54 @@ def nc_n_gather(dst, data, indices, name=None):
                     f"indices = {_describe(indices)}")
     emit(fn, Opcode.NC_N_GATHER, Engine.GPSIMD, dst, (data, indices), {}, name=name,
          roles=("data", "indices"))
+
+
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
+    """Per GpSimd core (partitions 0, 16, ..., 112 only): the positions of src's nonzero elements plus
+    ``index_offset``, then ``padding_val``, then their count, into int32 dst with one more element per
+    partition than src (float32 or int32); dst's other partitions are left as they are (S16)."""
+    fn = "nonzero_with_count"
+    dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
+    if src.buf.dtype not in (DType.float32, DType.int32):
+        raise _fail(fn, f"src must be float32 or int32; got {_describe(src)}", DtypeError)
+    if dst.buf.dtype is not DType.int32:
+        raise _fail(fn, f"dst must be int32; got {_describe(dst)}", DtypeError)
+    if src.partitions != dst.partitions or dst.free_size != src.free_size + 1:
+        raise _fail(fn, f"dst must have src's partitions and one more element per partition (the count); "
+                    f"src = {_describe(src)}, dst = {_describe(dst)}")
+    imm = {"index_offset": _int32(fn, "index_offset", index_offset),
+           "padding_val": _int32(fn, "padding_val", padding_val)}
+    emit(fn, Opcode.NONZERO_WITH_COUNT, Engine.GPSIMD, dst, (src,), imm, name=name, roles=("src",))
+
+
+def _int32(fn: str, what: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -2**31 <= value < 2**31:
+        raise _fail(fn, f"{what}={value!r} must be an int32 (a Python int known at trace time)")
+    return int(value)
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
+    """Each GpSimd core (16 partitions) gathers ``num_elem_per_idx`` elements of every one of its
+    partitions at each of its uint16 ``index`` values (its 16 partitions' indices flattened partition
+    first, the first ``num_valid_indices``); dst keeps src_buffer's dtype (S16)."""
+    fn = "local_gather"
+    dst, src, index = _tile(dst, "dst", fn), _tile(src_buffer, "src_buffer", fn), _tile(index, "index", fn)
+    if dst.buf.dtype != src.buf.dtype:
+        raise _fail(fn, f"dst must have src_buffer's dtype; dst = {_describe(dst)}, src_buffer = "
+                    f"{_describe(src)}", DtypeError)
+    if index.buf.dtype is not DType.uint16:
+        raise _fail(fn, f"index must be uint16; got {_describe(index)}", DtypeError)
+    if not src.partitions == index.partitions == dst.partitions or src.partitions % 16:
+        raise _fail(fn, f"src_buffer, index and dst must have the same partitions, a multiple of 16 (one "
+                    f"GpSimd core each); src_buffer = {_describe(src)}, index = {_describe(index)}, "
+                    f"dst = {_describe(dst)}")
+    if num_valid_indices is None:
+        num_valid_indices = index.free_size * 16
+    imm = {"num_elem_per_idx": _int32(fn, "num_elem_per_idx", num_elem_per_idx),
+           "num_valid_indices": _int32(fn, "num_valid_indices", num_valid_indices)}
+    if dst.free_size != imm["num_valid_indices"] * imm["num_elem_per_idx"]:
+        raise _fail(fn, f"dst must have num_valid_indices * num_elem_per_idx = "
+                    f"{imm['num_valid_indices'] * imm['num_elem_per_idx']} elements per partition; "
+                    f"got {_describe(dst)}")
+    emit(fn, Opcode.LOCAL_GATHER, Engine.GPSIMD, dst, (src, index), imm, name=name,
+         roles=("src_buffer", "index"))

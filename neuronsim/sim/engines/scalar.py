@@ -1,7 +1,8 @@
 """ScalarE: activation — checks, semantics and cost.
 
 ``y = func(data * scale + bias)`` elementwise, ``scale`` and ``bias`` each a float immediate or a
-``[P, 1]`` fp32 tile (broadcast along the free dim). ``data * scale`` and ``+ bias`` are each
+``[P, 1]`` tile (broadcast along the free dim; a scale tile is fp32, a bias tile any dtype but
+tfloat32, read as fp32, S16). ``data * scale`` and ``+ bias`` are each
 rounded to fp32; ``func`` is computed in float64 from that fp32 argument and rounded to fp32 once,
 then to the destination dtype on the write. With ``reduce``, ``dst2[p, 0]`` receives the fp32 sum
 of row ``p`` of the fp32 results (before the destination rounding), added left to right (S16:
@@ -295,9 +296,14 @@ def _check_activation(ins: Instruction, chip: ChipSpec) -> None:
             require(tile.partitions == data.partitions and tile.free_size == 1, ins,
                     f"{name} tile is {tile.partitions}x{tile.free_size} (partitions x free); it must be "
                     f"[{data.partitions}, 1] like data's partitions")
-            if tile.dtype is not DType.float32:
-                raise fail(ins, f"{name} tile dtype {tile.dtype.name} is not allowed; {name} tiles are "
+            # S16 (nisa.activation, data types): scale must be float32; bias may be any dtype but
+            # tfloat32, cast to float32 on read as data is.
+            if name == "scale" and tile.dtype is not DType.float32:
+                raise fail(ins, f"scale tile dtype {tile.dtype.name} is not allowed; scale tiles are "
                            f"float32", DtypeError)
+            if name == "bias" and tile.dtype is DType.tfloat32:
+                raise fail(ins, "bias tile dtype tfloat32 is not allowed; a bias tile may be any dtype "
+                           "but tfloat32", DtypeError)
         else:
             value = ins.imm.get(name, 1.0 if name == "scale" else 0.0)
             require(isinstance(value, numbers.Real) and not isinstance(value, bool), ins,

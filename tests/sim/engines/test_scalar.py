@@ -33,11 +33,11 @@ def assert_bits_equal(a: np.ndarray, b: np.ndarray) -> None:
 
 
 def activation_program(shape, func, in_dtype="float32", out_dtype="float32", *, scale=None, bias=None,
-                       reduce=False, reduce_dtype="float32"):
+                       reduce=False, reduce_dtype="float32", bias_dtype="float32"):
     """HBM x -> SBUF -> activation -> SBUF -> HBM y (and the reduce result to HBM r).
 
-    ``scale`` / ``bias``: a float (immediate), the string "tile" (an HBM input [P, 1] fp32 loaded into
-    an SBUF tile), or None (the default)."""
+    ``scale`` / ``bias``: a float (immediate), the string "tile" (an HBM input [P, 1] loaded into an
+    SBUF tile: fp32, a bias of ``bias_dtype``), or None (the default)."""
     p = shape[0]
     b = ProgramBuilder("act")
     x = b.hbm("x", shape, in_dtype)
@@ -47,7 +47,8 @@ def activation_program(shape, func, in_dtype="float32", out_dtype="float32", *, 
     srcs, imm = [x_sb], {"func": func}
     for name, value in (("bias", bias), ("scale", scale)):  # operand order: data, bias, scale
         if value == "tile":
-            t_hbm, t_sb = b.hbm(name, (p, 1), "float32"), b.sbuf(f"{name}_sb", (p, 1), "float32")
+            dtype = bias_dtype if name == "bias" else "float32"
+            t_hbm, t_sb = b.hbm(name, (p, 1), dtype), b.sbuf(f"{name}_sb", (p, 1), dtype)
             b.emit(Opcode.DMA_COPY, t_sb, [t_hbm], location=at(2))
             srcs.append(t_sb)
             imm[f"{name}_is_tile"] = True
@@ -149,6 +150,20 @@ def test_scale_and_bias_tiles_broadcast_per_partition():
     arg = f32(f32(x * scale) + bias)
     for executor in EXECUTORS:
         assert_bits_equal(got[executor]["y"], f32(arg * arg))
+
+
+@pytest.mark.parametrize("bias_dtype", ["bfloat16", "float16", "int32"])
+def test_a_bias_tile_of_another_dtype_is_read_as_float32(bias_dtype):
+    """S16: the bias may be any dtype but tfloat32 (nki-library's qkv_cte passes a bfloat16 zero
+    bias); ScalarE computes in fp32, so the bias is cast to fp32 as data is."""
+    rng = np.random.default_rng(8)
+    x = f32(rng.standard_normal((64, 30)))
+    numpy_dtype = ml_dtypes.bfloat16 if bias_dtype == "bfloat16" else bias_dtype
+    bias = rng.uniform(-4, 4, (64, 1)).astype(numpy_dtype)
+    program = activation_program(x.shape, ActFunc.identity, bias="tile", bias_dtype=bias_dtype)
+    got = run_each(program, {"x": x, "bias": bias})
+    for executor in EXECUTORS:
+        assert_bits_equal(got[executor]["y"], f32(x + f32(bias)))
 
 
 # ---------------------------------------------------------------- the two executors agree bit for bit
@@ -313,7 +328,7 @@ ACTIVATION_ERRORS = [
     (dict(bias_is_tile=True, tiles=[((64, 2), "float32")]), ConstraintError, "bias tile is 64x2"),
     (dict(scale_is_tile=True, tiles=[((32, 1), "float32")]), ConstraintError, "scale tile is 32x1"),
     (dict(scale_is_tile=True, tiles=[((64, 1), "bfloat16")]), DtypeError, "float32"),
-    (dict(bias_is_tile=True, tiles=[((64, 1), "int32")]), DtypeError, "bias tile dtype int32"),
+    (dict(bias_is_tile=True, tiles=[((64, 1), "tfloat32")]), DtypeError, "bias tile dtype tfloat32"),
     (dict(reduce=True), ConstraintError, "needs dst2"),
     (dict(reduce=True, dst2_shape=(64, 2)), ConstraintError, "dst2 (reduce_res) is 64x2"),
     (dict(dst2_shape=(64, 1)), ConstraintError, "reduce=False"),
