@@ -238,7 +238,9 @@ class TensorDecl:
 
     SBUF/PSUM tensors have an ``address`` ``(start_partition, byte_offset)`` once allocated;
     ``None`` leaves the placement to the simulator's bump allocator. HBM tensors have a ``kind``:
-    ``input``, ``output``, ``inout`` (read and written in place) or ``scratch``.
+    ``input``, ``output``, ``inout`` (read and written in place) or ``scratch``. An HBM tensor with
+    ``alias_of`` (an earlier HBM tensor's id) is that tensor's bytes, from its first, read as this
+    one's dtype and shape (NKI's dtype reinterpretation of an HBM tensor).
     """
 
     id: int
@@ -249,6 +251,7 @@ class TensorDecl:
     kind: str = "scratch"
     address: tuple[int, int] | None = None
     location: str | None = None
+    alias_of: int | None = None
 
     @property
     def partitions(self) -> int:
@@ -432,9 +435,10 @@ class ProgramBuilder:
         self._instructions: list[Instruction] = []
 
     def tensor(self, name: str, memory: Memory, shape: Sequence[int], dtype, *, kind: str = "scratch",
-               address: tuple[int, int] | None = None, location: str | None = None) -> TensorDecl:
+               address: tuple[int, int] | None = None, location: str | None = None,
+               alias_of: int | None = None) -> TensorDecl:
         decl = TensorDecl(len(self._tensors), name, Memory(memory), tuple(int(s) for s in shape),
-                          dtype_of(dtype), kind, address, location)
+                          dtype_of(dtype), kind, address, location, alias_of)
         self._tensors.append(decl)
         return decl
 
