@@ -230,6 +230,7 @@ class ActFunc(enum.IntEnum):
     sign = 17
     identity = 18  # same as copy, named as in nl
     gelu_dx = 19  # gelu's derivative (nl.gelu_dx)
+    gelu_apprx_sigmoid = 20  # x * sigmoid(1.702 x)
 
 
 @dataclass(frozen=True, eq=False)

@@ -516,3 +516,27 @@ def test_exponential_misuse_names_the_line():
     raises_at(idle_with_sum, (x,), UnsupportedError, "reduce_cmd=idle reads an accumulator")
     with pytest.raises(ConstraintError, match=r"test_isa_library_ops.py:\d+: exponential.*NeuronCore-v4"):
         nki.simulate(on_trn2, chip="trn2")(x.copy())
+
+
+# ---------------------------------------------------------------- gelu_apprx_sigmoid
+
+def test_gelu_apprx_sigmoid_is_x_times_sigmoid_of_1_702_x():
+    """nki-library's Swish (ActFnType.Swish -> nl.gelu_apprx_sigmoid) as its torch references define
+    it: ``x * sigmoid(1.702 x)``, on ScalarE through ``nisa.activation`` and as ``nl`` function."""
+    x = (RNG.standard_normal((128, 64)) * 4).astype(np.float32)
+
+    @nki.jit
+    def swish(a):
+        out = nl.ndarray((128, 128), dtype=a.dtype, buffer=nl.shared_hbm)
+        tile = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=a)
+        by_isa = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=by_isa, op=nl.gelu_apprx_sigmoid, data=tile)
+        nisa.dma_copy(dst=out[:, 0:64], src=by_isa)
+        nisa.dma_copy(dst=out[:, 64:128], src=nl.gelu_apprx_sigmoid(tile))
+        return out
+
+    got = nki.simulate(swish)(x)
+    want = x / (1 + np.exp(-1.702 * x.astype(np.float64)))
+    np.testing.assert_allclose(got[:, :64], want, rtol=1e-6, atol=1e-30)
+    np.testing.assert_array_equal(got[:, :64], got[:, 64:])
