@@ -78,21 +78,25 @@ def main(argv: list[str] | None = None) -> None:
     overhead = call_overhead_ns() if args.per_op else 0
     execute = execute_numba.execute
 
-    def timed(itab, ftab, bases):
-        start = time.perf_counter_ns()
+    def timed(itab, ftab, bases, program=None, pitch=None, start=0):
+        began = time.perf_counter_ns()
         if args.per_op:
-            for i in range(itab.shape[0]):
+            for i in range(start, itab.shape[0]):
                 t0 = time.perf_counter_ns()
                 execute(itab[i:i + 1], ftab[i:i + 1], bases)
                 key = instruction_class(itab[i])
                 op_ns[key] += time.perf_counter_ns() - t0 - overhead
                 op_count[key] += 1
+            stopped = -1
         else:
-            execute(itab, ftab, bases)
-        kernel_ns[current[0]] += time.perf_counter_ns() - start
+            stopped = execute(itab, ftab, bases, program, pitch, start)
+        kernel_ns[current[0]] += time.perf_counter_ns() - began
         kernel_calls[current[0]] += 1
+        return stopped
 
-    Entry.run, execute_numba.execute = run, timed
+    direct_runner = execute_numba.direct_runner
+    # every Program call through ``timed`` (an entry's launch record would call the loop directly)
+    Entry.run, execute_numba.execute, execute_numba.direct_runner = run, timed, lambda *a: None
     try:
         with options(numerics="exact"):
             for step in range(3):  # warm-up: traces, schedules and compiles every signature
@@ -105,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
             loss.item()
             step_ms = (time.perf_counter() - start) / args.steps * 1e3
     finally:
-        Entry.run, execute_numba.execute = entry_run, execute
+        Entry.run, execute_numba.execute, execute_numba.direct_runner = entry_run, execute, direct_runner
     n = args.steps
     total = sum(kernel_ns.values()) / n / 1e6
     print(f"train_gpt step ({' '.join(GPT_ARGS)}): {step_ms:.1f} ms, executor {total:.1f} ms "

@@ -92,16 +92,16 @@ class IndexWords:
             yield at, offset, length
             at += length
 
-    def column(self, n0: int, p: int):
-        """Elements ``n0 .. n0+p`` as a ``[p, 1]`` tile (one per partition)."""
-        t = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf)
+    def column(self, n0: int, p: int, into=None):
+        """Elements ``n0 .. n0+p`` as a ``[p, 1]`` tile (one per partition), or into ``into``."""
+        t = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf) if into is None else into
         for at, offset, length in self._runs(n0, p):
             nisa.dma_copy(dst=t[at:at + length], src=self.view.ap([[self.step, length], [1, 1]], offset=offset))
         return t
 
-    def row(self, n0: int, n: int, partitions: int):
+    def row(self, n0: int, n: int, partitions: int, into=None):
         """Elements ``n0 .. n0+n`` along the free dim of ``partitions`` partitions (stride-0 DMA)."""
-        t = nl.ndarray((partitions, n), dtype=F32, buffer=nl.sbuf)
+        t = nl.ndarray((partitions, n), dtype=F32, buffer=nl.sbuf) if into is None else into
         for at, offset, length in self._runs(n0, n):
             src = self.view.ap([[0, partitions], [self.step, length]], offset=offset)
             nisa.dma_copy(dst=t[:, at:at + length], src=src)

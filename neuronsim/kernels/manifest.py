@@ -189,6 +189,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::threshold_backward.default",
         "aten::zero_.default",
     ),
+    "neuronsim.kernels.embedding_bag": (
+        "aten::_embedding_bag.default",
+        "aten::_embedding_bag_backward.default",
+        "aten::_embedding_bag_forward_only.default",
+    ),
     "neuronsim.kernels.factory": (
         "aten::arange.start_out",
     ),
@@ -446,5 +451,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "aten::upsample_nearest1d_backward.default",
         "aten::upsample_nearest2d.default",
         "aten::upsample_nearest2d_backward.default",
+    ),
+    "neuronsim.kernels.weight_norm": (
+        "aten::_weight_norm_interface.default",
+        "aten::_weight_norm_interface_backward.default",
     ),
 }

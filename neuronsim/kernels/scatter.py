@@ -130,6 +130,8 @@ def plan_scatter(call: Call) -> Launch | None:
     dim = call.arg(1, "dim") % x.dim()
     if any(index.shape[d] > src.shape[d] for d in range(x.dim())) or index.numel() == 0:
         return None
+    if not call.op.name().endswith("_") and any(index.shape[d] != x.shape[d] for d in range(x.dim()) if d != dim % x.dim()):
+        return None  # (a fresh output beyond the index's extent would need x copied in: the host's)
     n = x.shape[dim]
 
     def admit(inputs):

@@ -59,15 +59,17 @@ def _build(trace: Trace, records, name: str, location: str | None) -> Program:
 
     def declare(b: Buffer) -> TensorDecl:
         on_chip = b.memory in ON_CHIP
+        root = None if on_chip or b.alias_of is None else decl_of[b.alias_of.id] or declare(b.alias_of)
         d = TensorDecl(
             len(tensors),
             b.name,
             b.memory,
             b.shape,
             b.dtype,
-            "scratch" if on_chip else b.kind,
+            "scratch" if on_chip else (b.kind if root is None else root.kind),
             b.address if on_chip else None,
             b.location,
+            None if root is None else root.id,
         )
         decl_of[b.id] = d
         tensors.append(d)

@@ -37,14 +37,16 @@ def capacity(chip: ChipSpec) -> int:
 
 def private(trace) -> list[Buffer]:
     """An instance's own HBM buffers (``private_hbm`` scratch)."""
-    return [b for b in trace.buffers if b.memory is Memory.HBM and b.kind == "scratch" and not b.shared]
+    return [b for b in trace.buffers
+            if b.memory is Memory.HBM and b.kind == "scratch" and not b.shared and b.alias_of is None]
 
 
 def check_chip(name: str, first, privates: list[list[Buffer]], chip: ChipSpec) -> int:
     """Raise ``HbmCapacityError`` if the HBM tensors of a launch — those of its ``first`` instance's
     trace shared by all (arguments, ``shared_hbm``, constants) and each instance's ``privates`` —
     exceed the logical core's HBM; return their bytes."""
-    buffers = [b for b in first.buffers if b.memory is Memory.HBM and (b.shared or b.kind != "scratch")]
+    buffers = [b for b in first.buffers
+               if b.memory is Memory.HBM and (b.shared or b.kind != "scratch") and b.alias_of is None]
     buffers += [b for p in privates for b in p]
     total = sum(nbytes(b) for b in buffers)
     limit = capacity(chip)

@@ -13,19 +13,18 @@ import threading
 
 from neuronsim.errors import ConstraintError, OutOfBoundsError, UnsupportedError
 from neuronsim.nki.buffer import Buffer
-from neuronsim.nki.trace import caller_location, current_trace
+from neuronsim.nki.reinterpret import reinterpret
+from neuronsim.nki.trace import caller_location
 from neuronsim.nki.types import (
     DTYPES,
     MX_DTYPES,
     DynSlice,
     MemoryRegion,
     NkiDtype,
-    mx_name,
     private_hbm,
     psum,
     sbuf,
     shared_hbm,
-    to_sim_dtype,
 )
 from neuronsim.sim.ir import ON_CHIP, Memory
 
@@ -427,43 +426,6 @@ def merge_dims(dims, limit: int, t: TensorView) -> tuple[tuple[int, int], ...]:
             location=caller_location(),
         )
     return tuple(out)
-
-
-def reinterpret(buf: Buffer, dtype) -> Buffer:
-    """An alias of ``buf`` (same bytes) with another dtype."""
-    d = to_sim_dtype(dtype)
-    root = buf.root()
-    if d is root.dtype:
-        root.mx = mx_name(dtype)  # viewing the words as MX data (or back) names their format
-        return root
-    if root.memory not in ON_CHIP:
-        raise UnsupportedError(
-            "dtype reinterpretation of HBM tensors is not simulated", location=caller_location()
-        )
-    nbytes = root.bytes_per_partition
-    if nbytes % d.itemsize:
-        raise ConstraintError(
-            f"{root.describe()} has {nbytes} bytes per partition, not a multiple of "
-            f"{DTYPES[d]}'s {d.itemsize}",
-            location=caller_location(),
-        )
-    trace = current_trace()
-    for b in trace.aliases.get(root.id, ()):
-        if b.dtype is d:
-            b.mx = mx_name(dtype)
-            return b
-    alias = trace.new_buffer(
-        f"{root.name}_as_{DTYPES[d]}",
-        root.memory,
-        (root.shape[0], nbytes // d.itemsize),
-        d,
-        root.location,
-        register=False,
-    )
-    alias.alias_of = root
-    alias.mx = mx_name(dtype)
-    trace.aliases.setdefault(root.id, []).append(alias)
-    return alias
 
 
 def _as_index(k) -> int | None:

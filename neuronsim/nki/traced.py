@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuronsim.errors import ConstraintError, DtypeError, InputError
+from neuronsim.errors import ConstraintError, DtypeError, InputError, UnsupportedError
 from neuronsim.nki import hbm
 from neuronsim.nki.allocate import allocate
 from neuronsim.nki.build import build_programs
@@ -151,7 +151,7 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
     hbm_bytes = hbm.check_chip(name, trace, privates, chip)
     shared, constants, fills = {}, {}, {}
     for b in trace.buffers:
-        if b.memory is not Memory.HBM:
+        if b.memory is not Memory.HBM or b.alias_of is not None:  # an alias is its tensor's bytes
             continue
         if b.id in trace.constants:
             constants[b.name] = trace.constants[b.id]
@@ -306,6 +306,10 @@ def _mark_outputs(trace: Trace, ret, where=None):
             f"(nl.ndarray(..., buffer=nl.shared_hbm))", location=where,
         )
     b = ret.buf
+    if b.memory is Memory.HBM and b.alias_of is not None:
+        raise UnsupportedError(
+            f"kernel {trace.name} returned {b.describe()}, a dtype view of HBM tensor "
+            f"'{b.alias_of.name}'; return the tensor itself", location=where)
     if b.memory is not Memory.HBM:
         raise ConstraintError(
             f"kernel {trace.name} returned {b.describe()} (allocated at {b.location}); kernel outputs "

@@ -78,6 +78,7 @@ class Opcode(enum.IntEnum):
     NC_STREAM_SHUFFLE = 36  # cross-partition move within each 32-partition quadrant
     NC_MATCH_REPLACE8 = 37  # replace the first match of each of 8 values (top-k folding)
     RANGE_SELECT = 38  # keep elements whose free index is within per-partition bounds, fused max
+    EXPONENTIAL = 39  # exp(src - max_value) with an optional running sum (NeuronCore-v4)
     # GpSimd
     IOTA = 40
     AFFINE_SELECT = 41
@@ -122,6 +123,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.NC_STREAM_SHUFFLE: (Engine.VECTOR,),
     Opcode.NC_MATCH_REPLACE8: (Engine.VECTOR,),
     Opcode.RANGE_SELECT: (Engine.VECTOR,),
+    Opcode.EXPONENTIAL: (Engine.VECTOR,),
     Opcode.IOTA: (Engine.GPSIMD,),
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),
@@ -228,6 +230,7 @@ class ActFunc(enum.IntEnum):
     sign = 17
     identity = 18  # same as copy, named as in nl
     gelu_dx = 19  # gelu's derivative (nl.gelu_dx)
+    gelu_apprx_sigmoid = 20  # x * sigmoid(1.702 x)
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,7 +239,9 @@ class TensorDecl:
 
     SBUF/PSUM tensors have an ``address`` ``(start_partition, byte_offset)`` once allocated;
     ``None`` leaves the placement to the simulator's bump allocator. HBM tensors have a ``kind``:
-    ``input``, ``output``, ``inout`` (read and written in place) or ``scratch``.
+    ``input``, ``output``, ``inout`` (read and written in place) or ``scratch``. An HBM tensor with
+    ``alias_of`` (an earlier HBM tensor's id) is that tensor's bytes, from its first, read as this
+    one's dtype and shape (NKI's dtype reinterpretation of an HBM tensor).
     """
 
     id: int
@@ -247,6 +252,7 @@ class TensorDecl:
     kind: str = "scratch"
     address: tuple[int, int] | None = None
     location: str | None = None
+    alias_of: int | None = None
 
     @property
     def partitions(self) -> int:
@@ -430,9 +436,10 @@ class ProgramBuilder:
         self._instructions: list[Instruction] = []
 
     def tensor(self, name: str, memory: Memory, shape: Sequence[int], dtype, *, kind: str = "scratch",
-               address: tuple[int, int] | None = None, location: str | None = None) -> TensorDecl:
+               address: tuple[int, int] | None = None, location: str | None = None,
+               alias_of: int | None = None) -> TensorDecl:
         decl = TensorDecl(len(self._tensors), name, Memory(memory), tuple(int(s) for s in shape),
-                          dtype_of(dtype), kind, address, location)
+                          dtype_of(dtype), kind, address, location, alias_of)
         self._tensors.append(decl)
         return decl
 

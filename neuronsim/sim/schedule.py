@@ -133,7 +133,8 @@ def _region(ap: AccessPattern, placement: Placement, chip: ChipSpec) -> tuple[in
         p_reach = ap.pattern[0][0] * (ap.partitions - 1)
         first = ap.offset + min(0, p_reach) + lo
         last = ap.offset + max(0, p_reach) + hi
-        return 2 + t.id, 0, 1, first * item, (last + 1) * item
+        space = 2 + (t.id if t.alias_of is None else t.alias_of)  # an alias shares its tensor's bytes
+        return space, 0, 1, first * item, (last + 1) * item
     row0, col0 = divmod(ap.offset, t.free_size)
     p0 = placement.start_partition[t.id] + row0
     b0 = placement.byte_offset[t.id] + (col0 + lo) * item

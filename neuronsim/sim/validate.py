@@ -50,6 +50,13 @@ ENGINE_WRITES = {
 def validate_program(program: Program, chip: ChipSpec, placement: Placement) -> None:
     ids = {id(t) for t in program.tensors}
     for t in program.tensors:
+        if t.alias_of is not None:
+            root = program.tensors[t.alias_of] if 0 <= t.alias_of < t.id else None
+            if root is None or root.memory is not Memory.HBM or t.memory is not Memory.HBM \
+                    or root.alias_of is not None or t.nbytes > root.nbytes:
+                raise ConstraintError(f"tensor '{t.name}' aliases tensor {t.alias_of}: an alias is an HBM "
+                                      f"tensor over the bytes of an earlier, unaliased HBM tensor at least "
+                                      f"as large")
         if program.tensors[t.id] is not t:
             raise ConstraintError(f"tensor '{t.name}' has id {t.id} but is not at that position in "
                                   f"program '{program.name}'", location=t.location)

@@ -187,3 +187,11 @@ def test_layer_norm_of_a_transposed_input(shape):
     assert ran_natively("aten::native_layer_norm") and ran_natively("aten::native_layer_norm_backward")
     for g, ref in zip(got, want, strict=True):
         assert_matches_cpu(g, ref.detach(), rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_of_an_empty_16_bit_input_keeps_its_dtypes():
+    x, w = torch.empty(0, 1, dtype=torch.bfloat16), torch.ones(1, dtype=torch.bfloat16)
+    got = aten.native_layer_norm(x.to("neuron"), [1], w.to("neuron"), w.to("neuron"), 1e-5)
+    want = aten.native_layer_norm(x, [1], w, w, 1e-5)
+    assert [t.dtype for t in got] == [t.dtype for t in want]
+    assert [t.shape for t in got] == [t.shape for t in want]

@@ -98,3 +98,10 @@ def test_index_put_accumulate_with_2d_and_several_index_tensors():
     got = x.to("neuron").index_put_(tuple(_dev(rows, pos)), g.to("neuron"), accumulate=True)
     _same_bits(got, x.clone().index_put_((rows, pos), g, accumulate=True))
     assert torch.neuron.get_fallback_ops() == []
+
+
+def test_functional_scatter_with_a_smaller_index_keeps_the_rest_of_self():
+    torch.manual_seed(7)
+    x, index, src = torch.randn(10, 5), torch.randint(0, 5, (5, 5)), torch.randn(5, 5)
+    for fn in (torch.scatter, torch.scatter_add):
+        _same_bits(fn(*_dev(x), 1, *_dev(index, src)), fn(x, 1, index, src))

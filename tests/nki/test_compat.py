@@ -63,6 +63,23 @@ def test_library_runner_resumes_after_a_case_kills_its_process(tmp_path):
     assert by_case["test_case[2]"]["error"].startswith("before the kernel ran: AssertionError")
 
 
+def test_outputs_are_read_as_the_library_reads_them_on_a_host():
+    """As the library's validator: an output's bytes as the test placeholder's dtype, in the golden's
+    shape (mxfp_load's x4 words compared as float32); another element size is left as it is."""
+    import numpy as np
+
+    from neuronsim.nki.compat.harness import _as_read
+    from neuronsim.nki.types import host_mx_dtype
+
+    words = np.arange(8, dtype=np.uint32).view(host_mx_dtype("float8_e4m3fn_x4")).reshape(2, 4)
+    placeholder = np.zeros((2, 4), np.float32)
+    read = _as_read(words, placeholder, np.zeros((1, 8), np.float32))
+    assert read.dtype == np.float32 and read.shape == (1, 8)
+    assert np.array_equal(read.view(np.uint32).ravel(), np.arange(8))
+    halves = np.ones((2, 4), np.float16)
+    assert _as_read(halves, placeholder, placeholder).dtype == np.float16
+
+
 def test_library_harness_copies_only_the_arguments_a_kernel_writes(monkeypatch):
     """The library's inputs stay as the test made them for the next chip and its golden, but an input
     the kernel only reads is passed as it is: no second copy of a 4 GiB logits array."""

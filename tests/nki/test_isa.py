@@ -330,6 +330,7 @@ def test_every_ir_instruction_has_its_nisa_call():
         Opcode.NC_N_GATHER: "nc_n_gather",
         Opcode.NONZERO_WITH_COUNT: "nonzero_with_count",
         Opcode.LOCAL_GATHER: "local_gather",
+        Opcode.EXPONENTIAL: "exponential",
         Opcode.DMA_COMPUTE: "dma_compute",
         Opcode.REGISTER_MOVE: "register_move",
         Opcode.REGISTER_LOAD: "register_load",

@@ -469,3 +469,74 @@ def test_matmul_transpose_mode_lands_bf16_bits_in_a_bf16_psum_tile(chip):
 
     got = nki.simulate(transpose_by_identity, chip=chip)(x)
     assert got.dtype == x.dtype and np.array_equal(got.view(np.uint16), x.T.view(np.uint16))
+
+
+# ---------------------------------------------------------------- exponential
+
+def test_exponential_is_a_softmax_numerator_with_its_row_sum_on_trn3():
+    x = RNG.standard_normal((128, 300)).astype(np.float32) * 3
+
+    @nki.jit
+    def softmax_parts(a):
+        num = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        den = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        m = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=m, op=nl.maximum, data=t, axis=1)
+        e = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        s = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.exponential(dst=e, src=t, max_value=m, reduce_res=s, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nl.store(num, e)
+        nl.store(den, s)
+        return num, den
+
+    num, den = nki.simulate(softmax_parts, chip="trn3")(x)
+    want = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(num, want, rtol=4e-6)  # x - max is rounded to fp32 first
+    np.testing.assert_allclose(den[:, 0], want.sum(axis=1), rtol=1e-5)
+
+
+def test_exponential_misuse_names_the_line():
+    x = np.zeros((128, 64), np.float32)
+
+    @nki.jit
+    def idle_with_sum(a):
+        t = nl.load(a)
+        s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.exponential(dst=t, src=t, reduce_res=s)  # <- here
+        return a
+
+    @nki.jit
+    def on_trn2(a):
+        t = nl.load(a)
+        nisa.exponential(dst=t, src=t)  # <- here
+        nl.store(a, t)
+        return a
+
+    raises_at(idle_with_sum, (x,), UnsupportedError, "reduce_cmd=idle reads an accumulator")
+    with pytest.raises(ConstraintError, match=r"test_isa_library_ops.py:\d+: exponential.*NeuronCore-v4"):
+        nki.simulate(on_trn2, chip="trn2")(x.copy())
+
+
+# ---------------------------------------------------------------- gelu_apprx_sigmoid
+
+def test_gelu_apprx_sigmoid_is_x_times_sigmoid_of_1_702_x():
+    """nki-library's Swish (ActFnType.Swish -> nl.gelu_apprx_sigmoid) as its torch references define
+    it: ``x * sigmoid(1.702 x)``, on ScalarE through ``nisa.activation`` and as ``nl`` function."""
+    x = (RNG.standard_normal((128, 64)) * 4).astype(np.float32)
+
+    @nki.jit
+    def swish(a):
+        out = nl.ndarray((128, 128), dtype=a.dtype, buffer=nl.shared_hbm)
+        tile = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=a)
+        by_isa = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=by_isa, op=nl.gelu_apprx_sigmoid, data=tile)
+        nisa.dma_copy(dst=out[:, 0:64], src=by_isa)
+        nisa.dma_copy(dst=out[:, 64:128], src=nl.gelu_apprx_sigmoid(tile))
+        return out
+
+    got = nki.simulate(swish)(x)
+    want = x / (1 + np.exp(-1.702 * x.astype(np.float64)))
+    np.testing.assert_allclose(got[:, :64], want, rtol=1e-6, atol=1e-30)
+    np.testing.assert_array_equal(got[:, :64], got[:, 64:])

@@ -1,5 +1,5 @@
-"""Two executors, one truth, for the MX family (NeuronCore-v4 only, so fuzzed on trn3 apart from
-the main fuzz): random quantize / matmul programs over all bit patterns agree bit for bit."""
+"""Two executors, one truth, for the MX family and VectorE's exponential (NeuronCore-v4 only, so
+fuzzed on trn3 apart from the main fuzz): random programs over all bit patterns agree bit for bit."""
 
 from __future__ import annotations
 
@@ -60,4 +60,40 @@ def test_random_mx_programs_agree_bit_for_bit(r, seed):
             if t.dtype is DType.uint8 and rng.random() < 0.8:
                 bits = rng.integers(110, 140, t.shape).astype(np.uint8)
             inputs[t.name] = bits
+    assert_executors_agree(program, inputs, f"(seed={seed}) ", chip=get_chip("trn3"))
+
+
+def random_exponential_program(r: random.Random) -> Program:
+    """exp(src - max_value) of a random-dtype tile, the max an immediate or an fp32 [P, 1] tile,
+    maybe with its running sum from a random reduce_init."""
+    b = ProgramBuilder("exp_fuzz")
+    p, f = r.choice([1, 7, 32, 128]), r.randint(1, 60)
+    src = b.hbm("src", (p, f), r.choice(["float32", "bfloat16", "float16", "int32", "uint8"]))
+    src_sb = b.sbuf("src_sb", (p, f), src.dtype)
+    b.emit(Opcode.DMA_COPY, src_sb, [src])
+    srcs, imm = [src_sb], {"max_value": r.choice([0.0, 3.5, -80.0, float("inf")])}
+    if r.random() < 0.5:
+        m = b.hbm("m", (p, 1), "float32")
+        m_sb = b.sbuf("m_sb", (p, 1), "float32")
+        b.emit(Opcode.DMA_COPY, m_sb, [m])
+        srcs.append(m_sb)
+        imm = {"max_is_tile": True}
+    dst = b.sbuf("y", (p, f), r.choice(["float32", "bfloat16", "float8_e4m3"]))
+    dst2 = b.sbuf("r", (p, 1), "float32") if r.random() < 0.5 else None
+    if dst2 is not None:
+        imm["reduce_init"] = r.choice([0.0, -1.25, 1e30])
+    b.emit(Opcode.EXPONENTIAL, dst, srcs, dst2=dst2, **imm)
+    for t in (dst, dst2):
+        if t is not None:
+            b.emit(Opcode.DMA_COPY, b.hbm(t.name + "_out", t.shape, t.dtype, kind="output"), [t])
+    return b.build()
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.randoms(use_true_random=False), st.integers(0, 2**32 - 1))
+def test_random_exponential_programs_agree_bit_for_bit(r, seed):
+    program = random_exponential_program(r)
+    rng = np.random.default_rng(seed)
+    inputs = {t.name: fill(rng, t) for t in program.hbm_tensors() if t.kind != "output"}
     assert_executors_agree(program, inputs, f"(seed={seed}) ", chip=get_chip("trn3"))

@@ -78,9 +78,11 @@ def build_entry(native_op, args: tuple, kwargs: dict):
     if _has_empty(call) and call.outputs and all(o.numel() == 0 for o in call.outputs):
         # Nothing to write (``zero_`` of an empty cache, ``cat`` of empty tensors): no Program, as
         # a device kernel returns at once on an empty tensor; the planner only vouches for the op.
-        if (plan.kind is WrapperKind.OUT or not complete or _planner_declines(native_op, call)):
+        vouched = None if plan.kind is WrapperKind.OUT or not complete else _vouched(native_op, call)
+        if vouched is None:
             return DECLINED
-        specs = tuple((tuple(o.shape), tuple(o.stride()), o.dtype) for o in call.outputs)
+        dtypes = vouched.output_dtypes or tuple(o.dtype for o in call.outputs)  # (layer norm's 16-bit mean)
+        specs = tuple((tuple(o.shape), tuple(o.stride()), dt) for o, dt in zip(call.outputs, dtypes, strict=True))
         return NoWorkEntry(positions, specs, written, bool(plan.returns), _returns_list(native_op.op))
     launch = _plan_with_empty(native_op, call) if _has_empty(call) else native_op.planner(call)
     if launch is None or (not complete and launch.result is None):
@@ -100,11 +102,11 @@ def _returns_list(op) -> bool:
     return len(op._schema.returns) == 1 and str(op._schema.returns[0].type) == "List[Tensor]"
 
 
-def _planner_declines(native_op, call: Call) -> bool:
+def _vouched(native_op, call: Call) -> Launch | None:
     try:
-        return native_op.planner(call) is None
+        return native_op.planner(call)
     except Exception:  # a planner written for non-empty tensors
-        return True
+        return None
 
 
 def _plan_with_empty(native_op, call: Call) -> Launch | None:

@@ -117,7 +117,6 @@ NOT_SIMULATED = (
     "rand_set_state",
     "rand_get_state",
     "rand2",
-    "exponential",
     "sequence_bounds",
     "topk",
 )

@@ -450,3 +450,32 @@ def dropout(dst, data, prob, name=None):
     srcs = (data, stream.state) if tile is None else (data, stream.state, tile)
     emit(fn, Opcode.DROPOUT, Engine.VECTOR, dst, srcs, imm, name=name,
          roles=("data", "rng_state", "prob")[: len(srcs)])
+
+
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0,
+                name=None):
+    """``dst = exp(src - max_value)`` on VectorE (NeuronCore-v4 on), with the sum of the results into
+    ``reduce_res`` under ``reset_reduce`` (from 0) or ``load_reduce`` (from ``reduce_init``) (S16)."""
+    fn = "exponential"
+    dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
+    _same_shape(fn, dst, src, "dst", "src")
+    cmd = getattr(reduce_cmd, "name", reduce_cmd)
+    if cmd not in ("idle", "reset_reduce", "load_reduce"):
+        raise _fail(fn, f"reduce_cmd={cmd}: continuing the VectorE accumulator of an earlier instruction is "
+                    f"not simulated; use reset_reduce or load_reduce", UnsupportedError)
+    if reduce_res is not None and cmd == "idle":
+        raise _fail(fn, "reduce_res with reduce_cmd=idle reads an accumulator whose state is unknown (S16); "
+                    "use reset_reduce or load_reduce", UnsupportedError)
+    if _is_tile(reduce_init):
+        raise _fail(fn, "a reduce_init tile is not simulated; pass a float", UnsupportedError)
+    if cmd != "load_reduce" and float(reduce_init) != 0.0:
+        raise _fail(fn, f"reduce_init={reduce_init} is used by reduce_cmd=load_reduce only (S16: leave it "
+                    "0.0)")
+    value, tile = _scalar_or_vector(fn, max_value, src, "max_value")
+    srcs, roles = [src], ["src"]
+    if tile is not None:
+        srcs.append(tile)
+        roles.append("max_value")
+    imm = {"max_value": value, "max_is_tile": tile is not None, "reduce_init": float(reduce_init)}
+    dst2 = _tile(reduce_res, "reduce_res", fn) if reduce_res is not None else None
+    emit(fn, Opcode.EXPONENTIAL, Engine.VECTOR, dst, srcs, imm, name=name, dst2=dst2, roles=roles)

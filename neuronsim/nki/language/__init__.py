@@ -18,6 +18,7 @@ from neuronsim.nki.language.control import (
     fori_loop,
     no_reorder,
     num_programs,
+    plain_range,
     program_id,
     program_ndim,
     sequential_range,
@@ -176,6 +177,8 @@ from neuronsim.nki.language.tensor import (
 
 ndarray_type = NkiTensor
 
+range = plain_range  # noqa: A001 (NKI's name; this module calls no builtin range)
+
 __all__ = [
     "abs", "abs_max", "abs_min", "add", "affine_range", "all", "all_reduce", "any", "arctan", "assign",
     "atomic_rmw", "average", "bfloat16", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor",
@@ -190,7 +193,7 @@ __all__ = [
     "logical_and", "logical_not", "logical_or", "logical_xor", "matmul", "max", "maximum", "mean",
     "MemoryRegion", "min", "minimum", "mish", "mod", "multiply", "ndarray", "ndarray_type", "negative",
     "NKIObject", "NkiTensor", "no_reorder", "not_equal", "num_programs", "ones", "ones_like", "power",
-    "prelu", "private_hbm", "prod", "program_id", "program_ndim", "psum", "rand", "random_seed",
+    "prelu", "private_hbm", "prod", "program_id", "program_ndim", "psum", "rand", "random_seed", "range",
     "reciprocal", "relu", "right_shift", "rms_norm", "rsqrt", "sbuf", "sequential_range",
     "shared_constant", "shared_hbm", "shared_identity_matrix", "sigmoid", "sign", "silu", "silu_dx",
     "sin", "softmax", "softplus", "sqrt", "square", "static_range", "store", "subtract", "sum", "tan",

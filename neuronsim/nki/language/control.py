@@ -59,6 +59,12 @@ def static_range(start, stop=None, step=1):
     return loop("static", start, stop, step)
 
 
+def plain_range(start, stop=None, step=1):
+    """``nl.range``: a Python range, unrolled (nki-library's mxfp_load uses the name; it is not in
+    the NKI 0.6 stubs, and NKI 0.7 makes the static iterators plain Python ranges)."""
+    return loop("static", start, stop, step)
+
+
 def dynamic_range(start, stop=None, step=1):
     """A loop run by the device with bounds that may be registers; the loop variable is a register.
     Constant bounds give the same values unrolled (as ``sequential_range``)."""

@@ -84,6 +84,7 @@ sigmoid = _make_act("sigmoid", ActFunc.sigmoid)
 relu = _make_act("relu", ActFunc.relu)
 gelu = _make_act("gelu", ActFunc.gelu)
 gelu_apprx_tanh = _make_act("gelu_apprx_tanh", ActFunc.gelu_apprx_tanh)
+gelu_apprx_sigmoid = _make_act("gelu_apprx_sigmoid", ActFunc.gelu_apprx_sigmoid)
 gelu_dx = _make_act("gelu_dx", ActFunc.gelu_dx)
 silu = _make_act("silu", ActFunc.silu)
 softplus = _make_act("softplus", ActFunc.softplus)
@@ -224,7 +225,6 @@ def ceil(x, dtype=None):
     return _rounded(x, dtype, "ceil", 1)
 
 
-gelu_apprx_sigmoid = _unsupported("gelu_apprx_sigmoid")
 gelu_apprx_sigmoid_dx = _unsupported("gelu_apprx_sigmoid_dx")
 silu_dx = _unsupported("silu_dx")
 erf_dx = _unsupported("erf_dx")

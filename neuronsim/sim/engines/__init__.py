@@ -12,6 +12,7 @@ from neuronsim.sim.engines import (
     tensor,
     vector_bn,
     vector_copy,
+    vector_exp,
     vector_range_select,
     vector_reduce,
     vector_rng,
@@ -23,7 +24,7 @@ from neuronsim.sim.engines import (
 from neuronsim.sim.engines.common import OpDef
 
 ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
-                  vector_top_k, vector_shuffle, vector_range_select, vector_rng, scalar, gpsimd,
+                  vector_top_k, vector_shuffle, vector_range_select, vector_exp, vector_rng, scalar, gpsimd,
                   gpsimd_gather, dma, dma_indirect, dma_compute, mx, control)
 
 

@@ -112,6 +112,9 @@ _SQRT, _RSQRT, _RECIP, _SQUARE = (int(ActFunc.sqrt), int(ActFunc.rsqrt), int(Act
                                   int(ActFunc.square))
 _ERF, _SIN, _ABS, _SIGN = int(ActFunc.erf), int(ActFunc.sin), int(ActFunc.abs), int(ActFunc.sign)
 _GELU_DX = int(ActFunc.gelu_dx)
+_GELU_SIGMOID = int(ActFunc.gelu_apprx_sigmoid)
+# gelu_apprx_sigmoid(x) = x * sigmoid(1.702 x): nki-library's torch references of it (ActFnType.Swish)
+_GELU_SIGMOID_SLOPE = 1.702
 
 
 # ---------------------------------------------------------------- the functions, Numba (scalar float64)
@@ -147,11 +150,13 @@ def act_f64(func, x):
         return gelu64(x)
     if func == _GELU_DX:
         return gelu_dx64(x)
-    if func == _GELU_TANH or func == _SILU:
+    if func == _GELU_TANH or func == _SILU or func == _GELU_SIGMOID:
         if math.isinf(x):  # the limits; the formulas give inf * 0 = NaN at -inf
             return x if x > 0 else 0.0
         if func == _GELU_TANH:
             return 0.5 * x * (1.0 + math.tanh(_GELU_TANH_C * (x + _GELU_TANH_CUBIC * x * x * x)))
+        if func == _GELU_SIGMOID:
+            return x * _sigmoid64(_GELU_SIGMOID_SLOPE * x)
         return x * _sigmoid64(x)
     if func == _SOFTPLUS:  # log1p(exp(x)) = max(x, 0) + log1p(exp(-|x|)), no overflow
         return (x if x > 0 else 0.0) + math.log1p(exp64(-abs(x)))
@@ -216,6 +221,11 @@ def _silu_np(x):
     return _at_infinity_limit(x, finite * _sigmoid_np(finite))
 
 
+def _gelu_sigmoid_np(x):
+    finite = np.where(np.isinf(x), 0.0, x)
+    return _at_infinity_limit(x, finite * _sigmoid_np(_GELU_SIGMOID_SLOPE * finite))
+
+
 def _rsqrt_np(x):
     r = 1.0 / np.sqrt(np.where(x > 0, x, 1.0))
     return np.where(np.isnan(x) | (x < 0), np.nan, np.where(x == 0, np.inf, r))
@@ -236,6 +246,7 @@ ACT_NP = {
     ActFunc.gelu: gelu_np,
     ActFunc.gelu_dx: gelu_dx_np,
     ActFunc.gelu_apprx_tanh: _gelu_tanh_np,
+    ActFunc.gelu_apprx_sigmoid: _gelu_sigmoid_np,
     ActFunc.silu: _silu_np,
     ActFunc.softplus: lambda x: np.where(x > 0, x, 0.0) + _libm_log1p(exp_np(-np.abs(x))),
     ActFunc.sqrt: lambda x: np.where(x >= 0, np.sqrt(np.where(x >= 0, x, 0.0)), np.nan),  # keeps -0.0

@@ -141,6 +141,10 @@ def bind_hbm(program: Program, arrays) -> dict[int, np.ndarray]:
         raise InputError(f"program '{program.name}' has no HBM tensor named {sorted(unknown)}")
     bound: dict[int, np.ndarray] = {}
     for t in hbm:
+        if t.alias_of is not None:  # the aliased tensor's bytes (validated: an earlier, larger one)
+            raw = bound[t.alias_of].reshape(-1).view(np.uint8)[:t.nbytes]
+            bound[t.id] = raw.view(t.dtype.numpy).reshape(t.shape)
+            continue
         a = arrays.get(t.name)
         if a is None:
             if t.kind in ("input", "inout"):

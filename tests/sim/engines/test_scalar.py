@@ -97,6 +97,7 @@ def _expected_f32(func: ActFunc, a: np.ndarray) -> np.ndarray:
             ActFunc.gelu_apprx_tanh: lambda: 0.5 * a * (1 + np.tanh(np.float32(math.sqrt(2 / math.pi))
                                                                    * (a + np.float32(0.044715) * a ** 3))),
             ActFunc.silu: lambda: a / (1 + np.exp(-a)),
+            ActFunc.gelu_apprx_sigmoid: lambda: a / (1 + np.exp(np.float32(-1.702) * a)),
             ActFunc.softplus: lambda: np.logaddexp(np.float32(0), a),
             ActFunc.sqrt: lambda: np.sqrt(a),
             ActFunc.rsqrt: lambda: 1 / np.sqrt(a),
