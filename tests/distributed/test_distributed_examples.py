@@ -15,7 +15,8 @@ sys.path.insert(0, str(HERE))
 from launch import REPO, check_ok, launch  # noqa: E402
 
 EXAMPLES = REPO / "examples" / "distributed"
-MATCH = re.compile(r"\[rank (\d+)\] (.+): max \|param - single-process param\| = (\S+)")
+# Ranks share one stdout pipe: a line of one can run into the other's, so no match may span them.
+MATCH = re.compile(r"\[rank (\d+)\] ([^\[\]]+?): max \|param - single-process param\| = ([0-9.eE+-]+)")
 
 
 def _run_example(name: str, nproc: int) -> list[str]:
