@@ -26,3 +26,16 @@ def assert_matches_cpu(device_result: torch.Tensor, cpu_result: torch.Tensor, **
 
 def ran_natively(name: str) -> bool:
     return name in torch.neuron.get_executed_ops()
+
+
+def ran_only_natively(name: str) -> bool:
+    """Ran as a kernel Program and never fell back to the host in this process."""
+    return ran_natively(name) and name not in torch.neuron.get_fallback_ops()
+
+
+def assert_same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
+    """Bit-identical to ATen-CPU's result (NaN payloads and signed zeros included)."""
+    got = got.cpu()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[want.element_size()]
+    assert torch.equal(got.contiguous().view(bits), want.contiguous().view(bits))

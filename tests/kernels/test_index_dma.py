@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-
-def _native(name: str) -> bool:
-    return name in torch.neuron.get_executed_ops() and name not in torch.neuron.get_fallback_ops()
+from kernel_checks import ran_only_natively
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32])
@@ -26,7 +23,7 @@ def test_gathers_by_index_tensors_on_any_dims(dtype):
     for got, want in cases:
         assert got.device.type == "neuron"
         assert torch.equal(got.cpu(), want)
-    assert _native("aten::index.Tensor")
+    assert ran_only_natively("aten::index.Tensor")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -84,4 +81,4 @@ def test_gathers_by_index_tensors_that_broadcast(dtype):
     rows, cols = torch.arange(2).view(2, 1, 1, 1), torch.randint(0, 8, (1, 1, 1, 8))
     got = x.to("neuron")[rows.to("neuron"), cols.to("neuron")]
     assert torch.equal(got.cpu(), x[rows, cols])
-    assert _native("aten::index.Tensor")
+    assert ran_only_natively("aten::index.Tensor")

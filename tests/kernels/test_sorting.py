@@ -4,17 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-
-def _native(name: str) -> bool:
-    return name in torch.neuron.get_executed_ops() and name not in torch.neuron.get_fallback_ops()
-
-
-def _same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
-    got = got.cpu()
-    assert got.dtype == want.dtype and got.shape == want.shape
-    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[want.element_size()]
-    assert torch.equal(got.contiguous().view(bits), want.contiguous().view(bits))
+from kernel_checks import assert_same_bits, ran_only_natively
 
 
 def _special(shape, seed):
@@ -37,9 +27,9 @@ def test_topk_matches_cpu(case):
     }[case]
     want = torch.topk(x, *args)
     got = torch.topk(x.to("neuron"), *args)
-    assert _native("aten::topk")
-    _same_bits(got.values, want.values)
-    _same_bits(got.indices, want.indices)
+    assert ran_only_natively("aten::topk")
+    assert_same_bits(got.values, want.values)
+    assert_same_bits(got.indices, want.indices)
 
 
 def test_topk_with_ties_or_nan_among_the_smallest_runs_on_the_host():
@@ -49,8 +39,8 @@ def test_topk_with_ties_or_nan_among_the_smallest_runs_on_the_host():
         torch.neuron.clear_op_tracking()
         want, got = torch.topk(x, *args), torch.topk(x.to("neuron"), *args)
         assert "aten::topk" in torch.neuron.get_fallback_ops()
-        _same_bits(got.values, want.values)
-        _same_bits(got.indices, want.indices)
+        assert_same_bits(got.values, want.values)
+        assert_same_bits(got.indices, want.indices)
 
 
 @pytest.mark.parametrize("descending", [False, True])
@@ -61,9 +51,9 @@ def test_stable_sort_orders_ties_nan_and_signed_zeros_as_cpu(descending):
     x[2, 1:6] = torch.tensor([-0.0, 0.0, -0.0, 1.0, 1.0])
     want = torch.sort(x, dim=1, stable=True, descending=descending)
     got = torch.sort(x.to("neuron"), dim=1, stable=True, descending=descending)
-    assert _native("aten::sort.stable")
-    _same_bits(got.values, want.values)
-    _same_bits(got.indices, want.indices)
+    assert ran_only_natively("aten::sort.stable")
+    assert_same_bits(got.values, want.values)
+    assert_same_bits(got.indices, want.indices)
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bfloat16])
@@ -76,8 +66,8 @@ def test_sort_of_expert_ids_and_views(dtype):
         torch.neuron.clear_op_tracking()
         want, got = fn(ids), fn(ids.to("neuron"))
         assert torch.neuron.get_fallback_ops() == []
-        _same_bits(got[0], want[0])
-        _same_bits(got[1], want[1])
+        assert_same_bits(got[0], want[0])
+        assert_same_bits(got[1], want[1])
 
 
 def test_unstable_sort_with_ties_beyond_insertion_sort_runs_on_the_host():
@@ -86,9 +76,9 @@ def test_unstable_sort_with_ties_beyond_insertion_sort_runs_on_the_host():
     ids = torch.randint(0, 4, (32,))
     want, got = torch.sort(ids), torch.sort(ids.to("neuron"))
     assert "aten::sort" in torch.neuron.get_fallback_ops()
-    _same_bits(got.indices, want.indices)
+    assert_same_bits(got.indices, want.indices)
     torch.neuron.clear_op_tracking()
     x = torch.randn(4, 100)  # no ties: the order is unique, so native
     want, got = torch.sort(x, descending=True), torch.sort(x.to("neuron"), descending=True)
-    assert _native("aten::sort")
-    _same_bits(got.indices, want.indices)
+    assert ran_only_natively("aten::sort")
+    assert_same_bits(got.indices, want.indices)
