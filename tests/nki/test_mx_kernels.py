@@ -153,7 +153,9 @@ def test_x4_placeholders_made_by_name_carry_their_format():
 
     register_x4_names()
     placeholder = np.zeros((32, 4), dtype=nl.float8_e4m3fn_x4)
-    assert "x4" in str(placeholder.dtype) and host_mx_name(placeholder.dtype) == "float8_e4m3fn_x4"
+    # str(dtype) is the name, as AWS's neuron_dtypes shows it (mx_torch_common.quantize_to_mx selects by it)
+    assert str(placeholder.dtype) == "float8_e4m3fn_x4" and host_mx_name(placeholder.dtype) == "float8_e4m3fn_x4"
+    assert str(np.dtype([("a", np.uint32)])) == "[('a', '<u4')]"  # other records print as before
     x = np.random.default_rng(3).standard_normal((32, 16)).astype(ml_dtypes.bfloat16)
     data, scale = nki.simulate(quantize_into_placeholder, chip="trn3")(x, placeholder, np.zeros((32, 4), np.uint8))
     assert host_mx_name(data.dtype) == "float8_e4m3fn_x4"
