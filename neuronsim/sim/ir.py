@@ -79,6 +79,7 @@ class Opcode(enum.IntEnum):
     NC_MATCH_REPLACE8 = 37  # replace the first match of each of 8 values (top-k folding)
     RANGE_SELECT = 38  # keep elements whose free index is within per-partition bounds, fused max
     EXPONENTIAL = 39  # exp(src - max_value) with an optional running sum (NeuronCore-v4)
+    TENSOR_SCALAR_CUMULATIVE = 47  # a tensor-scalar op, then a running fold of its results
     # GpSimd
     IOTA = 40
     AFFINE_SELECT = 41
@@ -125,6 +126,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.NC_MATCH_REPLACE8: (Engine.VECTOR,),
     Opcode.RANGE_SELECT: (Engine.VECTOR,),
     Opcode.EXPONENTIAL: (Engine.VECTOR,),
+    Opcode.TENSOR_SCALAR_CUMULATIVE: (Engine.VECTOR,),
     Opcode.IOTA: (Engine.GPSIMD,),
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),

@@ -449,6 +449,32 @@ def gen_scan(g: Gen) -> None:
     g.emit(Opcode.TENSOR_TENSOR_SCAN, g.operand(ON_CHIP, p, nums, write=True), srcs, **imm)
 
 
+CUMULATIVE_DTYPES = frozenset(DType) - {DType.int32, DType.uint32, DType.tfloat32, DType.bool_}
+
+
+def gen_cumulative(g: Gen) -> None:
+    """tensor_scalar_cumulative: a scalar op, then a running fold (reset or loaded accumulator)."""
+    p, nums = g.partitions(), g.free_nums()
+    src = g.operand(ON_CHIP, p, nums, dtypes=CUMULATIVE_DTYPES)
+    srcs = [src]
+    imm = {"op0": g.choice(ARITH), "op1": g.choice([AluOp.add, AluOp.subtract, AluOp.multiply, AluOp.maximum,
+                                                   AluOp.minimum]), "reverse0": g.chance(0.3)}
+    if g.chance(0.4):
+        imm["imm0_is_tile"] = True
+        srcs.append(g.operand(ON_CHIP, p, [1], dtypes={DType.float32}))
+    else:
+        imm["imm0"] = small_float(g)
+    if g.chance(0.5):
+        imm["load"] = True
+        if g.chance(0.5):
+            imm["imm1_is_tile"] = True
+            srcs.append(g.operand(ON_CHIP, p, [1], dtypes={DType.float32}))
+        else:
+            imm["imm1"] = small_float(g)
+    g.emit(Opcode.TENSOR_SCALAR_CUMULATIVE, g.operand(ON_CHIP, p, nums, write=True, dtypes=CUMULATIVE_DTYPES),
+           srcs, **imm)
+
+
 def gen_bn_stats(g: Gen) -> None:
     p = g.partitions()
     g.emit(Opcode.BN_STATS, g.operand(ON_CHIP, p, g.choice([[6], [2, 3]]), write=True),
@@ -711,6 +737,7 @@ GENERATORS = {
     Opcode.SELECT: gen_select,
     Opcode.TENSOR_REDUCE: gen_tensor_reduce,
     Opcode.TENSOR_TENSOR_SCAN: gen_scan,
+    Opcode.TENSOR_SCALAR_CUMULATIVE: gen_cumulative,
     Opcode.BN_STATS: gen_bn_stats,
     Opcode.BN_AGGR: gen_bn_aggr,
     Opcode.MAX8: gen_max8,

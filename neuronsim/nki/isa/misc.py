@@ -113,7 +113,6 @@ def _unsupported(fn: str):
 
 NOT_SIMULATED = (
     "activate2",
-    "tensor_scalar_cumulative",
     "rand_set_state",
     "rand_get_state",
     "rand2",
