@@ -148,7 +148,8 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
         for r, value in enumerate(registers or ()):
             bases[bases.size - REG0_FROM_END - r] = value
         tiered = program if which == "tiered" else None
-        stopped, taken = execute_numba.execute_branching(prep.itab, prep.ftab, bases, tiered, core.pitch, start)
+        stopped, taken = execute_numba.execute_branching(prep.itab, prep.ftab, bases, tiered, core.pitch,
+                                                         start)
         if stopped >= 0 and bases[-1] == STATUS_PAUSED:
             paused_at = stopped
         elif stopped >= 0:
@@ -186,7 +187,8 @@ def path_order(n: int, jumps, start: int = 0) -> np.ndarray:
     return np.concatenate(pieces).astype(np.int64)
 
 
-def path_prepared(prep: Prepared, jumps, tiered: bool = False, start: int = 0, end: int | None = None) -> Prepared:
+def path_prepared(prep: Prepared, jumps, tiered: bool = False, start: int = 0,
+                  end: int | None = None) -> Prepared:
     """The Prepared of one path of a Program with branches: its instructions as they ran from
     ``start`` up to ``end`` (a CORE_BARRIER it paused at, not included; default: the end),
     scheduled (``tiered``: as ``prepare`` schedules)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import linecache
 import sys
 
-from neuronsim.errors import ConstraintError, UnsupportedError
+from neuronsim.errors import ConstraintError
 from neuronsim.nki.isa.common import _describe, _fail, _tile, emit
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import LoopFrame, caller_location, current_trace
