@@ -34,6 +34,18 @@ def test_failures_are_classified_by_what_unblocks_them():
     assert reason({"ran": False, "error": "ConstraintError: k.py:3: x"}) == "neuronsim"
 
 
+def test_nki_version_option_names_the_known_releases(tmp_path, capsys):
+    """``--nki-version`` selects the NKI release the kernels are simulated as; an unknown one stops
+    the runner before anything runs, listing the known ones."""
+    from neuronsim.nki.compat.__main__ import main
+
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path), "--nki-version", "0.9"])
+    assert stop.value.code == 2
+    assert "--nki-version: NKI release '0.9' is not one neuronsim simulates; known: 0.3, 0.4, 0.5, 0.6" in \
+        capsys.readouterr().err
+
+
 @pytest.mark.slow  # two pytest processes (~10 s)
 def test_library_runner_resumes_after_a_case_kills_its_process(tmp_path):
     """A case that kills the test process (as the host's OOM killer does) is recorded as failed and
