@@ -40,7 +40,7 @@ from neuronsim.errors import ConstraintError, DtypeError
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.encoding import DST, DST2, IMM, SRC0, SRC1, SRC2, SRC3
-from neuronsim.sim.engines.common import OpDef, fail, max_ii, require, require_operands
+from neuronsim.sim.engines.common import OpDef, fail, max_ii, partition_rows, require, require_operands
 from neuronsim.sim.engines.tensor import check_psum_bank, core_generation, matmul_f32, matmul_np
 from neuronsim.sim.ir import AccessPattern, Instruction, Memory, Opcode
 from neuronsim.sim.memory.access import (
@@ -311,6 +311,19 @@ def _nb_matmul(row, frow, bases):
     scatter_f32(row, DST, bases, total)
 
 
+def _touched_matmul(ins: Instruction) -> list[tuple[AccessPattern, bool]]:
+    """The data words, and of each scale tile only the rows ``scale_row`` reads: the first four
+    partitions of each quadrant the data spans (fewer when the data has fewer than 32 partitions)."""
+    stationary, moving, s_scale, m_scale = ins.srcs
+    rows = min(stationary.partitions, QUADRANT) // GROUP_PARTITIONS
+    out = [(stationary, False), (moving, False)]
+    for scale in (s_scale, m_scale):
+        out += [(partition_rows(scale, q, rows), False) for q in range(0, stationary.partitions, QUADRANT)]
+    if ins.imm.get("accumulate"):
+        out.append((ins.dst, False))
+    return out + [(ins.dst, True)]
+
+
 def _encode_matmul(ins: Instruction) -> tuple[list[int], list[float]]:
     imm = ins.imm
     return [int(imm["stationary_fmt"]), int(imm["moving_fmt"]), int(bool(imm.get("accumulate")))], []
@@ -319,5 +332,6 @@ def _encode_matmul(ins: Instruction) -> tuple[list[int], list[float]]:
 OPS = [
     OpDef(Opcode.QUANTIZE_MX, _check_quantize, _quantize_cycles, _ref_quantize, _encode_quantize,
           _nb_quantize),
-    OpDef(Opcode.NC_MATMUL_MX, _check_matmul, _matmul_cycles, _ref_matmul, _encode_matmul, _nb_matmul),
+    OpDef(Opcode.NC_MATMUL_MX, _check_matmul, _matmul_cycles, _ref_matmul, _encode_matmul, _nb_matmul,
+          touched=_touched_matmul),
 ]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from neuronsim import sim
-from neuronsim.errors import ConstraintError, DtypeError
+from neuronsim.errors import ConstraintError, DtypeError, UninitializedReadError
 from neuronsim.sim import Opcode, ProgramBuilder
 from neuronsim.sim.chips import get_chip
 from neuronsim.sim.engines.mx import FMT_E2M1FN, FMT_E4M3FN, FMT_E5M2
@@ -191,3 +191,26 @@ def test_misuse_names_the_line():
     b.emit(Opcode.NC_MATMUL_MX, acc, [d, d, scale, scale], stationary_fmt=0, moving_fmt=0, location="k.py:5")
     with pytest.raises(DtypeError, match="k.py:5.*float8_e4m3fn_x4 data is uint32"):
         sim.prepare(b.build(), "trn3")
+
+
+def test_matmul_reads_only_the_scale_rows_for_the_uninitialized_check():
+    """S11 layout: a kernel that writes only rows q*32 + 0..3 of its scale tiles (as nki-library's MX
+    kernels do) reads nothing unwritten; leaving one of those rows unwritten is caught."""
+    def program(skip_row=None):
+        b = ProgramBuilder("mx_rows")
+        tiles = []
+        for name, dtype in (("s", "uint32"), ("m", "uint32"), ("ss", "uint8"), ("ms", "uint8")):
+            h, t = b.hbm(name, (128, 8), dtype), b.sbuf(name + "_sb", (128, 8), dtype)
+            if dtype == "uint8":  # only the rows the matmul reads
+                for row in scale_rows(128):
+                    if row != skip_row:
+                        b.emit(Opcode.DMA_COPY, t.ap([[8, 1], [1, 8]], offset=row * 8), [h.ap([[8, 1], [1, 8]])])
+            else:
+                b.emit(Opcode.DMA_COPY, t, [h])
+            tiles.append(t)
+        acc = b.psum("acc", (8, 8), "float32")
+        b.emit(Opcode.NC_MATMUL_MX, acc, tiles, stationary_fmt=FMT_E4M3FN, moving_fmt=FMT_E4M3FN, location="k.py:9")
+        return b.build()
+    sim.prepare(program(), "trn3", uninitialized_memory="error")
+    with pytest.raises(UninitializedReadError, match="k.py:9"):
+        sim.prepare(program(skip_row=65), "trn3", uninitialized_memory="error")
