@@ -219,3 +219,11 @@ def test_cores_reaching_a_loop_barrier_unequally_is_an_error():
     with pytest.raises(ConstraintError, match=r"do not meet at one barrier.*instance 1 ran to the end") as e:
         nki.simulate(uneven[2])(a, np.array([[2], [1]], np.int32))
     assert e.value.location.endswith(f":{uneven.fn.__code__.co_firstlineno + 8}")  # the barrier line
+
+
+def test_a_loop_barrier_in_a_launch_over_ranks_is_unsupported():
+    from neuronsim.errors import UnsupportedError
+
+    a = np.zeros((256, 64), np.float32)
+    with pytest.raises(UnsupportedError, match=r"test_spmd.py:\d+.*simulate_ranks"):
+        nki.simulate_ranks(running_exchange[2], 2)({"a": a, "trips": np.array([[1]], np.int32)})
