@@ -700,7 +700,8 @@ def _retarget(g: Gen, at: int) -> None:
 
 def gen_control(g: Gen) -> None:
     """Registers and branches: a load from random integer data and a store, a forward branch on the
-    loaded value around one random instruction, and a counted loop (0..3 trips) around another."""
+    loaded value around one random instruction, and a counted loop (0..3 trips) around another,
+    sometimes with a CORE_BARRIER in it (the run pauses there every trip and is resumed)."""
     body = [op for op in FUZZED if op not in CONTROL_OPS]
     reg = g.r.randrange(4)
     _control(g, Opcode.REGISTER_LOAD, [g.operand([SBUF, HBM], 1, [1], dtypes=INT_DTYPES)], dst_reg=reg)
@@ -715,6 +716,8 @@ def gen_control(g: Gen) -> None:
     _control(g, Opcode.REGISTER_MOVE, dst_reg=counter, src_reg=-1, value=g.r.randint(-1, 1))
     top = _control(g, Opcode.BRANCH, reg=counter, cmp="greater_equal", value=g.r.randint(0, 2), target=0)
     GENERATORS[g.choice(body)](g)
+    if g.chance(0.5):
+        _control(g, Opcode.CORE_BARRIER, barrier=g.r.randrange(3))
     _control(g, Opcode.REGISTER_MOVE, dst_reg=counter, src_reg=counter, value=1)
     _control(g, Opcode.BRANCH, cmp="always", target=top)
     _retarget(g, top)
@@ -763,6 +766,7 @@ NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz
     Opcode.REGISTER_MOVE: "fuzzed by BRANCH's generator (gen_control)",
     Opcode.REGISTER_LOAD: "fuzzed by BRANCH's generator (gen_control)",
     Opcode.REGISTER_STORE: "fuzzed by BRANCH's generator (gen_control)",
+    Opcode.CORE_BARRIER: "fuzzed by BRANCH's generator (gen_control)",
 }
 FUZZED = sorted(op for op in OPDEFS if op in GENERATORS)
 
@@ -785,12 +789,19 @@ def random_program(r: random.Random, seed: int, length: int | None = None) -> tu
 
 def run_snapshot(program: Program, inputs: dict[str, np.ndarray], executor: str,
                  chip=CHIP) -> dict[str, np.ndarray]:
-    """Every HBM array and every on-chip tensor's bytes after running ``program``."""
+    """Every HBM array and every on-chip tensor's bytes after running ``program`` (resumed after
+    each CORE_BARRIER it pauses at), and where it paused with which registers."""
     arrays = {name: a.copy() for name, a in inputs.items()}
     result = sim.run(program, arrays, chip, executor=executor, uninitialized_memory="zero")
+    pauses = []
+    while result.paused is not None:
+        pauses.append((result.paused.at, result.paused.barrier, *result.paused.registers))
+        result = sim.run(program, arrays, chip, executor=executor, uninitialized_memory="zero",
+                         resume=result.paused)
     core = core_memory(result.prepared.chip)
     placement = result.prepared.placement
     snap = {name: a.reshape(-1).view(np.uint8).copy() for name, a in arrays.items()}
+    snap["(pauses)"] = np.array([v for p in pauses for v in (*p, -1)], np.int64)
     for t in program.tensors:
         if t.memory is not HBM:
             mem = core.sbuf if t.memory is SBUF else core.psum
