@@ -88,7 +88,7 @@ class Entry:
         self.duration_ns = self.prepared.timeline.total_ns
         self._gather = _gatherer(self.input_positions)
         self._operand_sel = tuple((_ROLES[r.role], r.index) for r in self.operand_refs)
-        self._fresh = tuple((size, stride, dtype, nbytes, stride == _contiguous_strides(size))
+        self._fresh = tuple((size, stride, dtype, nbytes)
                             for (size, stride, dtype), nbytes in zip(self.output_specs, self.output_bytes,
                                                                       strict=True))
         # fast numerics: the host call specialised to this signature's layout (built at first use)
@@ -229,8 +229,8 @@ class Entry:
     def _outputs(self, inputs, index) -> list[Tensor]:
         if self.written:
             return inputs[: self.written]
-        return [memory.empty_strided(size, stride, dtype, index, nbytes, contiguous)
-                for size, stride, dtype, nbytes, contiguous in self._fresh]
+        return [memory.empty_strided(size, stride, dtype, index, nbytes)
+                for size, stride, dtype, nbytes in self._fresh]
 
     def _result(self, args, outputs):
         if self.written:
@@ -263,14 +263,6 @@ class NoWorkEntry:
         if self.returns_list:
             return outputs
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-
-def _contiguous_strides(size: tuple) -> tuple:
-    strides, step = [], 1
-    for s in reversed(size):
-        strides.append(step)
-        step *= max(s, 1)
-    return tuple(reversed(strides))
 
 
 def _gatherer(positions: tuple[InputPosition, ...]):
