@@ -88,6 +88,24 @@ def empty_strided(size, stride, dtype: torch.dtype, index: int, nbytes: int | No
     return t
 
 
+def fresh_outputs(specs: tuple, index: int) -> list[torch.Tensor]:
+    """New neuron tensors for a cached kernel's outputs: ``specs`` is :func:`output_specs`'s."""
+    ledger = hbm.ledger(index)
+    capacity = settings.hbm_capacity_bytes()
+    out = []
+    for size, stride, scalar_type, nbytes, dtype in specs:
+        t = None if scalar_type is None else _empty(ledger.handle, capacity, index, scalar_type, size, stride, nbytes)
+        out.append(empty_strided(size, stride, dtype, index, nbytes) if t is None else t)
+    return out
+
+
+def output_specs(shapes) -> tuple:
+    """What :func:`fresh_outputs` takes for outputs of ``shapes``: (size, stride, dtype, nbytes)."""
+    numbers = _scalar_types()
+    return tuple((tuple(size), tuple(stride), numbers.get(dtype), nbytes, dtype)
+                 for size, stride, dtype, nbytes in shapes)
+
+
 def empty(size, dtype: torch.dtype, index: int) -> torch.Tensor:
     """A contiguous neuron tensor."""
     strides, step = [], 1

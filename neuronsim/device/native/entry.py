@@ -88,9 +88,9 @@ class Entry:
         self.duration_ns = self.prepared.timeline.total_ns
         self._gather = _gatherer(self.input_positions)
         self._operand_sel = tuple((_ROLES[r.role], r.index) for r in self.operand_refs)
-        self._fresh = tuple((size, stride, dtype, nbytes)
-                            for (size, stride, dtype), nbytes in zip(self.output_specs, self.output_bytes,
-                                                                      strict=True))
+        self._fresh = memory.output_specs(
+            (size, stride, dtype, nbytes)
+            for (size, stride, dtype), nbytes in zip(self.output_specs, self.output_bytes, strict=True))
         # fast numerics: the host call specialised to this signature's layout (built at first use)
         self._host_runner = _UNBUILT
         self._varying = frozenset(pos for pos, _, _ in self.runtime)
@@ -229,8 +229,7 @@ class Entry:
     def _outputs(self, inputs, index) -> list[Tensor]:
         if self.written:
             return inputs[: self.written]
-        return [memory.empty_strided(size, stride, dtype, index, nbytes)
-                for size, stride, dtype, nbytes in self._fresh]
+        return memory.fresh_outputs(self._fresh, index)
 
     def _result(self, args, outputs):
         if self.written:
