@@ -91,6 +91,19 @@ def signature_key(args: tuple, kwargs: dict, runtime: frozenset = frozenset(),
     return tuple(key)
 
 
+def inplace_key(args: tuple) -> tuple:
+    """``signature_key(args, {}, inplace=True)`` for an op writing one tensor, no runtime arguments
+    (``add_``, ``mul_``: the common in-place call), in fewer steps."""
+    written = args[0] if args else None
+    if not isinstance(written, Tensor):
+        return signature_key(args, {}, frozenset(), True)
+    aliases = []
+    for a in args[1:]:
+        if isinstance(a, Tensor) and not a.is_cpu:
+            aliases.append(True if a is written else _alias(a, written))
+    return tuple(map(arg_key, args)), tuple(aliases)
+
+
 def _alias(read: Tensor, written: Tensor) -> bool:
     same = aliasing(read, written)
     if same is None:
