@@ -103,3 +103,12 @@ def test_conv_transpose2d_bfloat16_is_judged_against_float64():
                               max_samples=4)
     assert summary.rows and all(r.passed for r in summary.rows), summary.report()
     assert any(r.error.startswith("closer to float64") for r in summary.rows)
+
+
+def test_an_in_place_sample_that_broadcasts_self_is_skipped_as_pytorch_skips_it():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    addbmm = next(o for o in op_db if o.name == "addbmm")
+    broadcast = [s for s in addbmm.sample_inputs("cpu", torch.float32) if s.broadcasts_input]
+    assert broadcast  # ATen-CPU's addbmm_ resizes such a self instead of refusing it
+    assert conformance.run_sample(addbmm, broadcast[0], torch.float32, addbmm.inplace_variant) is None
