@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from neuronsim import env
+from neuronsim import env, nki_releases
 from neuronsim.errors import OptionError
 
 NUMERICS = ("exact", "fast")
@@ -39,6 +39,8 @@ class SimOptions:
     hbm_bytes: int | None = None
     # As on TorchNeuron: float64/int64 device ops compute in 32 bits and cast back.
     cast_64bit: bool = True
+    # The NKI release whose semantics kernels get where releases differ (neuronsim/nki_releases.py).
+    nki_version: str = nki_releases.CURRENT
 
     def __post_init__(self) -> None:
         for name, allowed in (
@@ -57,6 +59,10 @@ class SimOptions:
             raise OptionError(f"option hbm_bytes={self.hbm_bytes!r} must be a non-negative integer or None")
         if not isinstance(self.cast_64bit, bool):
             raise OptionError(f"option cast_64bit={self.cast_64bit!r} must be True or False")
+        try:
+            object.__setattr__(self, "nki_version", nki_releases.normalize(self.nki_version))
+        except ValueError as exc:
+            raise OptionError(f"option nki_version: {exc}") from None
         if not isinstance(self.chip, str) or not self.chip:
             raise OptionError(f"option chip={self.chip!r} must be a chip name or a path to a chip file")
 
@@ -75,6 +81,7 @@ _ENV_FIELDS = {
     env.NEURON_SIM_SEED: "seed",
     env.NEURON_SIM_HBM_BYTES: "hbm_bytes",
     env.NEURON_SIM_CAST_64BIT: "cast_64bit",
+    env.NEURON_SIM_NKI_VERSION: "nki_version",
 }
 _INT_FIELDS = ("seed", "hbm_bytes")
 _BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True}
@@ -99,7 +106,7 @@ def from_environment(environ: os._Environ | dict | None = None) -> SimOptions:
                 raise OptionError(f"{var}={raw!r} must be one of {sorted(_BOOL_WORDS)}")
             changes[name] = _BOOL_WORDS[word]
         else:
-            changes[name] = raw.strip().lower() if name != "chip" else raw.strip()
+            changes[name] = raw.strip().lower() if name not in ("chip", "nki_version") else raw.strip()
     try:
         return SimOptions(**changes)
     except OptionError as exc:

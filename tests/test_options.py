@@ -27,6 +27,17 @@ def test_from_environment():
         from_environment({env.NEURON_SIM_SEED: "x"})
 
 
+def test_nki_version_names_a_known_release():
+    """The NKI release simulated where releases differ (neuronsim/nki_releases.py): the current one
+    by default; "0.4.0" is "0.4"; an unknown release is an error listing the known ones."""
+    assert SimOptions().nki_version == "0.6"
+    assert from_environment({env.NEURON_SIM_NKI_VERSION: "0.4.0"}).nki_version == "0.4"
+    with pytest.raises(OptionError, match=r"NKI release '0\.7' .*known: 0\.3, 0\.4, 0\.5, 0\.6"):
+        SimOptions(nki_version="0.7")
+    with pytest.raises(OptionError, match="from the environment"):
+        from_environment({env.NEURON_SIM_NKI_VERSION: "latest"})
+
+
 def test_context_manager_scopes_changes():
     before = current()
     with options(chip="trn3") as inner:

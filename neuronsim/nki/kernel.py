@@ -155,6 +155,7 @@ class Kernel:
             spec.name,
             id(spec),
             launch_rank.value,
+            current_options().nki_version,  # the release's semantics are traced in (nki_releases)
         )
         with self._lock:
             hit = self._cache.get(key)

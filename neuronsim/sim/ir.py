@@ -86,6 +86,7 @@ class Opcode(enum.IntEnum):
     NC_N_GATHER = 43  # gather within each partition by uint32 indices
     NONZERO_WITH_COUNT = 44  # indices of a partition's nonzero elements, padded, then their count
     LOCAL_GATHER = 45  # gather within partitions by indices shared across each GpSimd core's 16
+    TOPK = 46  # the K largest of each 16-partition snake, ascending, with their positions
     # DMA
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
@@ -130,6 +131,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.NC_N_GATHER: (Engine.GPSIMD,),
     Opcode.NONZERO_WITH_COUNT: (Engine.GPSIMD,),
     Opcode.LOCAL_GATHER: (Engine.GPSIMD,),
+    Opcode.TOPK: (Engine.GPSIMD,),
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
     Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),
@@ -141,7 +143,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
 }
 
 # Instructions whose result merges with the destination's old contents.
-READS_DST = frozenset({Opcode.TENSOR_COPY_PREDICATED})
+READS_DST = frozenset({Opcode.TENSOR_COPY_PREDICATED, Opcode.TOPK})
 DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDIRECT, Opcode.DMA_COMPUTE})
 # Instructions whose addresses depend on values read at run time (an indirect side's bytes are
 # known only when it runs: the scheduler orders it against its whole tensor).

@@ -169,7 +169,8 @@ def check_initialized(program: Program, placement: Placement, chip: ChipSpec, ke
             addrs = mem.byte_addresses(t.ap())
             written[t.memory][(addrs[..., None] + np.arange(t.dtype.itemsize)).reshape(-1)] = True
     for ins in program.instructions:
-        for ap, is_write in ins.accesses():
+        touched = OPDEFS[ins.opcode].touched
+        for ap, is_write in (touched(ins) if touched else ins.accesses()):
             if ap.memory is Memory.HBM:
                 continue
             addrs = mem.byte_addresses(ap)

@@ -30,8 +30,22 @@ def test_failures_are_classified_by_what_unblocks_them():
     missing = "ModuleNotFoundError: No module named "
     assert reason({"ran": False, "error": missing + "'nki.collectives'"}).startswith("blocker 7")
     assert reason({"ran": False, "error": missing + "'neuronxcc'"}).startswith("legacy")
+    upstream = "AttributeError: 'NkiTensor' object has no attribute 'base_tensor'"  # moe_tkg's MX loaders
+    assert reason({"ran": False, "test": "test_moe_tkg_mx[float4_e2m1fn_x4]", "error": upstream}) == "broken upstream"
     assert reason({"ran": True, "correct": False, "error": "out: max |error| 3"}) == "wrong result"
     assert reason({"ran": False, "error": "ConstraintError: k.py:3: x"}) == "neuronsim"
+
+
+def test_nki_version_option_names_the_known_releases(tmp_path, capsys):
+    """``--nki-version`` selects the NKI release the kernels are simulated as; an unknown one stops
+    the runner before anything runs, listing the known ones."""
+    from neuronsim.nki.compat.__main__ import main
+
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path), "--nki-version", "0.9"])
+    assert stop.value.code == 2
+    assert "--nki-version: NKI release '0.9' is not one neuronsim simulates; known: 0.3, 0.4, 0.5, 0.6" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.slow  # two pytest processes (~10 s)

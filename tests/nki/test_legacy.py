@@ -328,3 +328,21 @@ def test_transpose_mode_and_a_bool_mask_accumulating_in_psum():
     xf, wf = x.astype(np.float32), w.astype(np.float32)
     ref = sum(xf[k * 64:(k + 1) * 64] @ wf[k] for k in range(2))
     np.testing.assert_allclose(transposed_matmul(x, w), ref, rtol=2e-3, atol=2e-3)
+
+
+@nki.jit
+def fp32_times_bf16(x, y):
+    out = nl.ndarray((x.shape[1], y.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    scores = nl.multiply(nl.load(x), 1.0, dtype=nl.float32)  # an fp32 tile, as attn_fwd_v1's softmax
+    nl.store(out, value=nl.matmul(scores, nl.load(y), transpose_x=True))
+    return out
+
+
+def test_legacy_matmul_promotes_a_bf16_operand_to_fp32():
+    """NKI 0.1's nl ops compute in the input type of highest precision: attn_fwd_v1's fp32 scores
+    times its bf16 V multiply in fp32 (TensorE pairs fp32 only with fp32)."""
+    import ml_dtypes
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    y = RNG.standard_normal((128, 32)).astype(ml_dtypes.bfloat16)
+    got = nki.simulate_kernel(fp32_times_bf16, x, y)
+    np.testing.assert_allclose(got, x.T.astype(np.float64) @ y.astype(np.float64), rtol=1e-5, atol=1e-5)

@@ -103,6 +103,8 @@ class Gen:
         b.psum("p_f32", (128, 512), "float32")
         b.psum("p_bf16", (128, 512), "bfloat16")
         b.psum("p_any", (128, 128), self.any_dtype())
+        b.sbuf("s_bf16", (128, 96), "bfloat16")  # GpSimd topk's values
+        b.sbuf("s_u32", (128, 64), "uint32")  # and its indices
 
     # -- shapes
     def partitions(self, limit: int = 128) -> int:
@@ -555,6 +557,20 @@ def gen_local_gather(g: Gen) -> None:
     g.emit(Opcode.LOCAL_GATHER, dst, [src, idx], num_elem_per_idx=n, num_valid_indices=k)
 
 
+def gen_topk(g: Gen) -> None:
+    """The K largest of n snake elements per 16-partition group: a bf16 source (the pool's values,
+    NaN and ties among them), bf16 values and uint32 indices written at K snake positions only."""
+    p = g.choice([16, 32, 64, 128])
+    src = g.operand([SBUF], p, g.free_nums(lo=1, hi=12), dtypes={DType.bfloat16})
+    if src is None:
+        return
+    n = g.r.randint(8, 16 * src.free_size) if src.free_size * 16 >= 8 else 8
+    k = g.r.randint(1, min(n, 40))
+    val = g.operand([SBUF], p, [k], write=True, dtypes={DType.bfloat16})
+    idx = g.operand([SBUF], p, [k], write=True, dtypes={DType.uint32})
+    g.emit(Opcode.TOPK, val, [src], dst2=idx if idx is not None else False, n=n)
+
+
 def gen_nonzero(g: Gen) -> None:
     """Nonzero positions per GpSimd core's partition; int32 sources are masked to 0/1 just before so
     about half their elements are zero (float sources keep the pool's zeros, NaNs and -0.0)."""
@@ -710,6 +726,7 @@ GENERATORS = {
     Opcode.NC_N_GATHER: gen_n_gather,
     Opcode.NONZERO_WITH_COUNT: gen_nonzero,
     Opcode.LOCAL_GATHER: gen_local_gather,
+    Opcode.TOPK: gen_topk,
     Opcode.BRANCH: gen_control,
 }
 NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz

@@ -13,7 +13,10 @@ write a table: kernel, ran, correct, max error, trn2/trn3 time, first error, plu
 Options: ``--out FILE`` (markdown; default stdout), ``--chips trn2,trn3``, ``-k EXPR`` (pytest
 selection for the library; a path substring for nki-samples), ``--cases N`` (the first N cases of
 each library test function), ``--timeout S`` (per example file), ``--memory GiB`` (the library's
-test process; a case that kills it is recorded as failed and the run resumes after it).
+test process; a case that kills it is recorded as failed and the run resumes after it),
+``--nki-version V`` (the NKI release whose semantics the kernels get where releases differ,
+``NEURON_SIM_NKI_VERSION``; default the current one: run a repository with the release its commit
+was written for, ``neuronsim/nki_releases.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from neuronsim import env, nki_releases
 from neuronsim.nki.compat.examples import find_examples, run_example
 from neuronsim.nki.compat.report import markdown
 from neuronsim.nki.compat.samples import is_samples, run_samples
@@ -134,7 +138,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", type=float, default=None,
                         help="library: the test process's memory limit in GiB (default: 85%% of the "
                              "host's available memory; 0: none)")
+    parser.add_argument("--nki-version", default=None,
+                        help=f"the NKI release simulated where releases differ ({', '.join(nki_releases.RELEASES)}; "
+                             f"default {env.NEURON_SIM_NKI_VERSION} or {nki_releases.CURRENT})")
     args = parser.parse_args(argv)
+    if args.nki_version is not None:
+        try:
+            version = nki_releases.normalize(args.nki_version)
+        except ValueError as exc:
+            parser.error(f"--nki-version: {exc}")
+        os.environ[env.NEURON_SIM_NKI_VERSION] = version  # every test process and example inherits it
+    version = os.environ.get(env.NEURON_SIM_NKI_VERSION) or nki_releases.CURRENT
     root = args.path.resolve()
     chips = [c for c in args.chips.split(",") if c]
     library = (root / "test" / "utils" / "unit_test_framework.py").exists()
@@ -144,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         rows, kind = run_samples(root, chips, args.timeout, args.select), "legacy kernels"
     else:
         rows, kind = run_examples(root, chips, args.timeout), "examples"
-    text = markdown(rows, chips, title=f"{root.name} ({kind})")
+    text = markdown(rows, chips, title=f"{root.name} ({kind}, NKI {version})")
     if args.out:
         args.out.write_text(text)
     else:

@@ -6,9 +6,9 @@ dtypes (``float8_e4m3fn_x4``, ``float8_e5m2_x4``, ``float4_e2m1fn_x4``) pack fou
 last dimension into one element, as the library's tests expect (``static_cast`` of a ``[P, F]`` float
 array to an x4 dtype is ``[P, F // 4]``, and back is ``[P, F]``). The words are laid out as the
 simulator's MX data (value ``j`` of a word in its byte ``j``, or nibble ``j`` for fp4; docs/ir.md).
-Their numpy dtype is named by the format (``types.named_mx_dtype``): ``'x4' in str(a.dtype)`` is how
-the library's torch references and validator tell packed arrays, and a kernel receiving one sees
-``nl.float4_e2m1fn_x4`` etc. ``np.zeros(shape, dtype=nl.float8_e4m3fn_x4)`` makes one
+Their numpy dtype is named by the format (``types.named_mx_dtype``, shown as that name by
+``str()``): ``'x4' in str(a.dtype)`` is how the library's torch references and validator tell
+packed arrays, and a kernel receiving one sees ``nl.float4_e2m1fn_x4`` etc. ``np.zeros(shape, dtype=nl.float8_e4m3fn_x4)`` makes one
 (``register_x4_names``).
 """
 
@@ -92,9 +92,33 @@ def sizeinbytes(dtype) -> int:
 
 def register_x4_names() -> None:
     """Let numpy read the x4 names as their dtypes (``np.zeros(shape, dtype=nl.float4_e2m1fn_x4)``, as
-    the library's tests make output placeholders and inputs): the compat runner's process only."""
+    the library's tests make output placeholders and inputs), and show them by name: the compat
+    runner's process only."""
     for name in X4_ELEMENTS:
         np.sctypeDict[name] = named_mx_dtype(name)
+    _show_x4_names()
+
+
+def _show_x4_names() -> None:
+    """``str(a.dtype)`` of an x4 array is the format's name, as with AWS's ``neuron_dtypes`` (whose
+    dtypes are numpy extension types): the library's references select the format by it
+    (``mx_torch_common.quantize_to_mx``: ``str(out_x4_dtype)`` looked up among the x4 names). A
+    record dtype prints its fields; numpy formats dtypes through ``numpy._core._dtype.__str__``, so
+    the x4 records (and only they) are named there."""
+    try:
+        from numpy._core import _dtype
+    except ImportError:  # numpy 1.x
+        from numpy.core import _dtype
+    shown = _dtype.__str__
+    if getattr(shown, "x4_names", False):
+        return
+
+    def dtype_str(dtype):
+        name = host_mx_name(dtype) if dtype.names is not None else None
+        return name if name in X4_ELEMENTS else shown(dtype)
+
+    dtype_str.x4_names = True
+    _dtype.__str__ = dtype_str
 
 
 def module(stand_in) -> types.ModuleType:

@@ -8,8 +8,10 @@ import re
 _REASONS = (
     # the library's own code fails on any platform (a test's output
     # descriptor reads 'mask_out_hbm' from inputs keyed 'mask_out_hbm.must_alias_input'; moe_tkg builds a
-    # dataclass without one of its fields)
+    # dataclass without one of its fields; moe_tkg's MX loaders read `.base_tensor`, an attribute of the
+    # library's TensorView, from its HBM arguments, which no NKI release's NkiTensor has: docs/nki-compat.md)
     ("broken upstream", re.compile(r"IndentationError|SyntaxError|NameError: name 'Platforms'|"
+                                   r"'NkiTensor' object has no attribute 'base_tensor'|"
                                    r"No module named 'nkilib_src\.|KeyError: 'mask_out_hbm'|"
                                    r"missing 1 required positional argument: 'remainderIFused'|"
                                    r"No module named 'nki_samples\.reference'")),

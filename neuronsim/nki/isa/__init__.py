@@ -33,6 +33,7 @@ from neuronsim.nki.isa.gpsimd import (
     nc_n_gather,
     nonzero_with_count,
     tensor_partition_reduce,
+    topk,
 )
 from neuronsim.nki.isa.misc import (
     NkiInstruction,
@@ -135,6 +136,7 @@ __all__ = [
     "tensor_scalar_reduce",
     "tensor_tensor",
     "tensor_tensor_scan",
+    "topk",
     "unknown_engine",
     "vector_engine",
     *_misc.NOT_SIMULATED,

@@ -154,3 +154,30 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
                     f"got {_describe(dst)}")
     emit(fn, Opcode.LOCAL_GATHER, Engine.GPSIMD, dst, (src, index), imm, name=name,
          roles=("src_buffer", "index"))
+
+
+def topk(val_dst, idx_dst, src, n, name=None):
+    """The K largest of each 16-partition group's ``n`` bf16 snake elements (position ``s`` at
+    partition ``s % 16``, column ``s // 16``), K = val_dst's elements per partition: their values
+    (bf16) and positions (uint32) in ascending order, written as a snake at positions 0..K-1 only
+    (S16, NKI 0.6; sim/engines/gpsimd_topk.py)."""
+    fn = "topk"
+    val, idx, src = _tile(val_dst, "val_dst", fn), _tile(idx_dst, "idx_dst", fn), _tile(src, "src", fn)
+    for role, v, want in (("src", src, DType.bfloat16), ("val_dst", val, DType.bfloat16),
+                          ("idx_dst", idx, DType.uint32)):
+        if v.buf.dtype is not want:
+            raise _fail(fn, f"{role} must be {want.name}; got {_describe(v)}", DtypeError)
+    if not src.partitions == val.partitions == idx.partitions or src.partitions % 16:
+        raise _fail(fn, f"src, val_dst and idx_dst must have the same partitions, a multiple of 16 (a "
+                    f"snake per GpSimd core); src = {_describe(src)}, val_dst = {_describe(val)}, "
+                    f"idx_dst = {_describe(idx)}")
+    n = _int32(fn, "n", n)
+    if not 8 <= n < 65536 or n > 16 * src.free_size:
+        raise _fail(fn, f"n={n}: topk needs 8 <= n < 65536 and src free size >= ceil(n / 16) = "
+                    f"{-(-n // 16)}; src = {_describe(src)}")
+    k = val.free_size
+    if not 1 <= k < 32768 or k > n or idx.free_size != k:
+        raise _fail(fn, f"K = val_dst's free size {k} must satisfy 1 <= K < 32768 and K <= n={n}, and idx_dst "
+                    f"must have K elements per partition; val_dst = {_describe(val)}, idx_dst = "
+                    f"{_describe(idx)}")
+    emit(fn, Opcode.TOPK, Engine.GPSIMD, val, (src,), {"n": n}, name=name, dst2=idx, roles=("src",))

@@ -118,7 +118,6 @@ NOT_SIMULATED = (
     "rand_get_state",
     "rand2",
     "sequence_bounds",
-    "topk",
 )
 for _fn in NOT_SIMULATED:
     globals()[_fn] = _unsupported(_fn)

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from neuronsim import nki_releases
 from neuronsim.errors import DtypeError
 from neuronsim.nki.isa.common import _box, _describe, _fail, _tile, emit
 from neuronsim.nki.trace import current_trace
+from neuronsim.options import current as current_options
 from neuronsim.sim.engines.mx import FMT_E2M1FN, FMT_E4M3FN, FMT_E5M2
 from neuronsim.sim.ir import Engine, Opcode
 
@@ -22,7 +24,8 @@ def _format(fn: str, v, role: str) -> int:
 
 def quantize_mx(dst, src, dst_scale, name=None):
     """Quantize bf16/fp16 ``src`` [P, 4F] into MXFP8 ``dst`` [P, F] (x4 words) and E8M0 ``dst_scale``
-    (one byte per 8 partitions x 4 values, in the group's quadrant), on VectorE (S16)."""
+    (one byte per 8 partitions x 4 values, in the group's quadrant), on VectorE (S16); the block
+    scale is the selected NKI release's (``nki_releases``: the OCP sample scale before 0.5)."""
     fn = "quantize_mx"
     dst, src, dst_scale = _tile(dst, "dst", fn), _tile(src, "src", fn), _tile(dst_scale, "dst_scale", fn)
     fmt = _format(fn, dst, "dst")
@@ -31,8 +34,9 @@ def quantize_mx(dst, src, dst_scale, name=None):
                     DtypeError)
     if dst_scale.buf.dtype.itemsize != 1:
         raise _fail(fn, f"dst_scale {_describe(dst_scale)} must be float8_e8m0fnu or uint8", DtypeError)
-    emit(fn, Opcode.QUANTIZE_MX, Engine.VECTOR, dst, (src,), {"fmt": fmt}, name=name, dst2=dst_scale,
-         roles=("src",))
+    ocp_scale = nki_releases.release(current_options().nki_version).quantize_mx_ocp_scale
+    emit(fn, Opcode.QUANTIZE_MX, Engine.VECTOR, dst, (src,), {"fmt": fmt, "ocp_scale": ocp_scale}, name=name,
+         dst2=dst_scale, roles=("src",))
 
 
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,

@@ -103,6 +103,21 @@ def _load(src, dtype=None):
 load = _wrap("load", _load)
 
 
+def _matmul(x, y, transpose_x=False):
+    """NKI 0.1's ``nl.matmul`` promotes its operands as its other ``nl`` operations do ("whichever
+    input type has the highest precision"): an fp32 tile times a bf16 one (attn_fwd_v1's fp32 softmax
+    times its bf16 V) multiplies in fp32, the narrower operand copied to fp32 first (VectorE). TensorE
+    pairs fp32 only with fp32 (S16), so the NKI 0.6 call, which does not promote, refuses the mix."""
+    x, y = materialize(x), materialize(y)
+    wide = (_nl.float32, _nl.tfloat32)
+    if (x.dtype in wide) != (y.dtype in wide):
+        x, y = (x, _nl.copy(y, _nl.float32)) if x.dtype in wide else (_nl.copy(x, _nl.float32), y)
+    return _nl.matmul(x, y, transpose_x=transpose_x)
+
+
+matmul = _wrap("matmul", _matmul)
+
+
 # ------------------------------------------------------------------ index grids
 
 def arange(*args):

@@ -79,6 +79,8 @@ class ChipSpec:
     act_table_load_ns: float
     act_read_accumulator_cycles: int
     gpsimd_start_cycles: int
+    gpsimd_topk_cycles_per_element: int
+    gpsimd_topk_cycles_per_result: int
     vector_perf_mode_sbuf_16bit_speedup: int
     vector_perf_mode_other_16bit_speedup: int
     vector_free_max_sbuf: int

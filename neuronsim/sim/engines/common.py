@@ -35,6 +35,16 @@ class OpDef:
     # For the few instructions that check values read while running (an index out of range): the
     # error the reference raises, which the Numba kernel signals through the status slot instead.
     runtime_error: Callable[[Instruction], NeuronSimError] | None = None
+    # For instructions that touch only part of an operand (some partitions or positions): the
+    # (access pattern, is_write) pairs they really read and write, which the uninitialized-read check
+    # uses instead of ``Instruction.accesses()`` (a merged destination's old contents are not read).
+    touched: Callable[[Instruction], list[tuple[AccessPattern, bool]]] | None = None
+
+
+def partition_rows(ap: AccessPattern, first: int, count: int) -> AccessPattern:
+    """The ``count`` partitions of ``ap`` from its partition ``first`` on (same free dims)."""
+    step = ap.pattern[0][0]
+    return AccessPattern(ap.tensor, ap.offset + first * step, ((step, count),) + ap.pattern[1:])
 
 
 def no_immediates(ins: Instruction) -> tuple[list[int], list[float]]:

@@ -47,13 +47,14 @@ from neuronsim.sim.encoding import DST, IMM, SRC0, SRC1
 from neuronsim.sim.engines.common import (
     OpDef,
     fail,
+    partition_rows,
     no_immediates,
     require,
     require_known_immediates,
     require_operands,
 )
 from neuronsim.sim.engines.gpsimd import INT32_MAX, INT32_MIN, PARTITIONS_PER_GPSIMD_CORE
-from neuronsim.sim.ir import Instruction, Opcode
+from neuronsim.sim.ir import AccessPattern, Instruction, Opcode
 from neuronsim.sim.memory.access import (
     ap_free,
     ap_parts,
@@ -252,6 +253,13 @@ def _ref_nonzero(ins: Instruction, mem: RefMemory) -> None:
     mem.write_int(dst, out)
 
 
+def _touched_nonzero(ins: Instruction) -> list[tuple[AccessPattern, bool]]:
+    """Only each GpSimd core's first partition of src and dst."""
+    firsts = range(0, ins.dst.partitions, PARTITIONS_PER_GPSIMD_CORE)
+    return ([(partition_rows(ins.srcs[0], p, 1), False) for p in firsts]
+            + [(partition_rows(ins.dst, p, 1), True) for p in firsts])
+
+
 def _encode_nonzero(ins: Instruction) -> tuple[list[int], list[float]]:
     return [int(ins.imm.get("index_offset", 0)), int(ins.imm.get("padding_val", 0))], []
 
@@ -279,4 +287,4 @@ OPS = [OpDef(Opcode.NC_N_GATHER, _check_n_gather, _cycles_n_gather, _ref_n_gathe
        OpDef(Opcode.LOCAL_GATHER, _check_local_gather, _cycles_local_gather, _ref_local_gather,
              _encode_local_gather, _nb_local_gather, local_gather_out_of_range),
        OpDef(Opcode.NONZERO_WITH_COUNT, _check_nonzero, _cycles_nonzero, _ref_nonzero, _encode_nonzero,
-             _nb_nonzero)]
+             _nb_nonzero, touched=_touched_nonzero)]

@@ -15,10 +15,12 @@ scale rows at its top; the AP's start partition gives the 0/4/8/12 packing offse
 
 - ``QUANTIZE_MX``: ``dst`` (x4 data), ``dst2`` (scales) from ``src`` bf16/fp16 ``[P, 4F]``. Per
   group, ``amax = max |v|``, scale ``X = 2^(floor(log2 amax) - (Emax - 1))`` (Emax = 8 for e4m3fn,
-  15 for e5m2; S16: twice the OCP sample scale), ``2^-127`` for an all-zero group; each value is
-  ``v / X`` rounded to the fp8 format (nearest even). A group with inf/NaN gets the NaN scale
-  (assumed). Cost: ``max(MIN_II, 4F / 4)`` VectorE cycles (S11: four elements per partition per
-  cycle).
+  15 for e5m2; S16: twice the OCP sample scale, NKI 0.5 on), or with ``ocp_scale`` the OCP sample
+  scale ``2^(floor(log2 amax) - Emax)`` (NKI 0.3/0.4: ``neuronsim/nki_releases.py``); ``2^-127``
+  for an all-zero group; each value is ``v / X`` rounded to the fp8 format (nearest even),
+  saturating at the format's largest finite value (the OCP sample conversion's clamp; only its scale reaches
+  it). A group with inf/NaN gets the NaN scale (assumed). Cost: ``max(MIN_II, 4F / 4)`` VectorE
+  cycles (S11: four elements per partition per cycle).
 - ``NC_MATMUL_MX``: ``dst[m, n] = (dst if accumulate) + sum_k S[k, m] * M[k, n]`` over
   ``k = 4p + j``, ``S`` / ``M`` the dequantized values ``value * scale`` (exact in fp32), summed as
   ``NC_MATMUL`` does (fp32 fused multiply-adds, k in order). dst fp32 or bf16 PSUM. Cost: the bf16
@@ -38,7 +40,7 @@ from neuronsim.errors import ConstraintError, DtypeError
 from neuronsim.sim.chips import ChipSpec
 from neuronsim.sim.dtypes import DType
 from neuronsim.sim.encoding import DST, DST2, IMM, SRC0, SRC1, SRC2, SRC3
-from neuronsim.sim.engines.common import OpDef, fail, max_ii, require, require_operands
+from neuronsim.sim.engines.common import OpDef, fail, max_ii, partition_rows, require, require_operands
 from neuronsim.sim.engines.tensor import check_psum_bank, core_generation, matmul_f32, matmul_np
 from neuronsim.sim.ir import AccessPattern, Instruction, Memory, Opcode
 from neuronsim.sim.memory.access import (
@@ -57,6 +59,7 @@ FMT_E4M3FN, FMT_E5M2, FMT_E2M1FN = 0, 1, 2
 FORMAT_NAMES = {FMT_E4M3FN: "float8_e4m3fn_x4", FMT_E5M2: "float8_e5m2_x4", FMT_E2M1FN: "float4_e2m1fn_x4"}
 STORAGE = {FMT_E4M3FN: DType.uint32, FMT_E5M2: DType.uint32, FMT_E2M1FN: DType.uint16}
 _EMAX = {FMT_E4M3FN: 8, FMT_E5M2: 15}
+_FP8_MAX = {FMT_E4M3FN: 448.0, FMT_E5M2: 57344.0}  # largest finite values (OCP MX v1.0 formats)
 _ELEMENT_DTYPE = {FMT_E4M3FN: DType.float8_e4m3fn, FMT_E5M2: DType.float8_e5m2}
 _MX_FROM_GENERATION = 4
 GROUP_PARTITIONS, QUADRANT = 8, 32
@@ -111,6 +114,8 @@ def _check_quantize(ins: Instruction, chip: ChipSpec) -> None:
     require(ins.dst2 is not None, ins, "needs dst2, the scale tile")
     fmt = _fmt(ins, "fmt")
     require(fmt in _EMAX, ins, "quantize_mx writes fp8 x4 data (float8_e4m3fn_x4 / float8_e5m2_x4), not fp4")
+    unknown = sorted(set(ins.imm) - {"fmt", "ocp_scale"})
+    require(not unknown, ins, f"has unknown immediates {unknown}; known: ['fmt', 'ocp_scale']")
     src, dst = ins.srcs[0], ins.dst
     for role, ap in (("src", src), ("dst", dst), ("dst_scale", ins.dst2)):
         require(ap.memory is Memory.SBUF, ins, f"{role} {ap.describe()} must be in SBUF")
@@ -129,22 +134,23 @@ def _quantize_cycles(ins: Instruction, chip: ChipSpec) -> float:
     return max_ii(ins.srcs[0].free_size / 4, chip)
 
 
-def _scale_byte(amax: float, emax: int) -> int:
+def _scale_byte(amax: float, emax: int, ocp: bool) -> int:
     if not math.isfinite(amax):
         return 255
     if amax == 0.0:
         return 0
     exponent = math.frexp(amax)[1] - 1  # floor(log2 amax), exact
-    return min(254, max(0, exponent - (emax - 1) + 127))
+    return min(254, max(0, exponent - (emax if ocp else emax - 1) + 127))
 
 
 def _ref_quantize(ins: Instruction, mem: RefMemory) -> None:
-    fmt = ins.imm["fmt"]
+    fmt, ocp = ins.imm["fmt"], bool(ins.imm.get("ocp_scale"))
     p, f = ins.dst.partitions, ins.dst.free_size
     groups = mem.read(ins.srcs[0]).reshape(p // GROUP_PARTITIONS, GROUP_PARTITIONS, f, 4)
     amax = np.abs(groups).max(axis=(1, 3))  # NaN if any value is NaN
-    scale = np.array([[_scale_byte(float(a), _EMAX[fmt]) for a in row] for row in amax], dtype=np.int64)
-    q = groups / _E8M0_VALUES[scale][:, None, :, None]
+    scale = np.array([[_scale_byte(float(a), _EMAX[fmt], ocp) for a in row] for row in amax], dtype=np.int64)
+    top = np.float32(_FP8_MAX[fmt])
+    q = np.clip(groups / _E8M0_VALUES[scale][:, None, :, None], -top, top)  # NaN stays NaN
     codes = encode(q.reshape(p, f, 4), int(_ELEMENT_DTYPE[fmt])).view(np.uint8).astype(np.int64)
     mem.write_raw(ins.dst, (codes[..., 0] | codes[..., 1] << 8 | codes[..., 2] << 16 | codes[..., 3] << 24)
                   .astype(np.uint32))
@@ -154,19 +160,21 @@ def _ref_quantize(ins: Instruction, mem: RefMemory) -> None:
 
 
 @njit(cache=True)
-def _nb_scale_byte(amax, emax):
+def _nb_scale_byte(amax, scale_emax):
     if amax != amax or amax == np.inf:
         return 255
     if amax == 0.0:
         return 0
     exponent = math.frexp(np.float64(amax))[1] - 1
-    return min(254, max(0, exponent - (emax - 1) + 127))
+    return min(254, max(0, exponent - scale_emax + 127))
 
 
 @njit(cache=True)
 def _nb_quantize(row, frow, bases):
     fmt = row[IMM]
     emax = 8 if fmt == FMT_E4M3FN else 15
+    scale_emax = emax if row[IMM + 1] != 0 else emax - 1
+    top = np.float32(448.0) if fmt == FMT_E4M3FN else np.float32(57344.0)
     src = gather_f32(row, SRC0, bases)
     p, f = src.shape[0], src.shape[1] // 4
     packed = np.zeros((p, f), np.int64)
@@ -182,12 +190,16 @@ def _nb_quantize(row, frow, bases):
                         nan = True
                     elif a > amax:
                         amax = a
-            b = 255 if nan else _nb_scale_byte(amax, emax)
+            b = 255 if nan else _nb_scale_byte(amax, scale_emax)
             scales[g, c] = b
             x = _E8M0_VALUES[b]
             for r in range(g * GROUP_PARTITIONS, (g + 1) * GROUP_PARTITIONS):
                 for j in range(4):
                     q = np.float32(src[r, 4 * c + j] / x)
+                    if q > top:
+                        q = top
+                    elif q < -top:
+                        q = -top
                     code = _encode_e4m3fn(q) if fmt == FMT_E4M3FN else _encode_e5m2(q)
                     packed[r, c] |= np.int64(code) << (8 * j)
     scatter_raw(row, DST, bases, packed)
@@ -200,7 +212,7 @@ def _nb_quantize(row, frow, bases):
 
 
 def _encode_quantize(ins: Instruction) -> tuple[list[int], list[float]]:
-    return [int(ins.imm["fmt"])], []
+    return [int(ins.imm["fmt"]), int(bool(ins.imm.get("ocp_scale")))], []
 
 
 # ---------------------------------------------------------------- nc_matmul_mx (TensorE)
@@ -299,6 +311,19 @@ def _nb_matmul(row, frow, bases):
     scatter_f32(row, DST, bases, total)
 
 
+def _touched_matmul(ins: Instruction) -> list[tuple[AccessPattern, bool]]:
+    """The data words, and of each scale tile only the rows ``scale_row`` reads: the first four
+    partitions of each quadrant the data spans (fewer when the data has fewer than 32 partitions)."""
+    stationary, moving, s_scale, m_scale = ins.srcs
+    rows = min(stationary.partitions, QUADRANT) // GROUP_PARTITIONS
+    out = [(stationary, False), (moving, False)]
+    for scale in (s_scale, m_scale):
+        out += [(partition_rows(scale, q, rows), False) for q in range(0, stationary.partitions, QUADRANT)]
+    if ins.imm.get("accumulate"):
+        out.append((ins.dst, False))
+    return out + [(ins.dst, True)]
+
+
 def _encode_matmul(ins: Instruction) -> tuple[list[int], list[float]]:
     imm = ins.imm
     return [int(imm["stationary_fmt"]), int(imm["moving_fmt"]), int(bool(imm.get("accumulate")))], []
@@ -307,5 +332,6 @@ def _encode_matmul(ins: Instruction) -> tuple[list[int], list[float]]:
 OPS = [
     OpDef(Opcode.QUANTIZE_MX, _check_quantize, _quantize_cycles, _ref_quantize, _encode_quantize,
           _nb_quantize),
-    OpDef(Opcode.NC_MATMUL_MX, _check_matmul, _matmul_cycles, _ref_matmul, _encode_matmul, _nb_matmul),
+    OpDef(Opcode.NC_MATMUL_MX, _check_matmul, _matmul_cycles, _ref_matmul, _encode_matmul, _nb_matmul,
+          touched=_touched_matmul),
 ]

@@ -6,7 +6,7 @@ import pytest
 from reduce_cases import CHIP, EXECUTORS, OneOp, cycles, registered_opcodes, rejects, run_one
 
 from neuronsim import sim
-from neuronsim.errors import ConstraintError, DtypeError, OutOfBoundsError
+from neuronsim.errors import ConstraintError, DtypeError, OutOfBoundsError, UninitializedReadError
 from neuronsim.sim import Opcode, ProgramBuilder
 from neuronsim.sim.engines import gpsimd_gather
 
@@ -153,3 +153,20 @@ def test_local_gather_cost_and_checks():
 def test_every_opcode_of_this_file_is_registered():
     assert registered_opcodes(gpsimd_gather) == {Opcode.NC_N_GATHER, Opcode.NONZERO_WITH_COUNT,
                                                  Opcode.LOCAL_GATHER}
+
+
+def test_nonzero_with_count_touches_only_each_cores_first_partition_for_the_uninitialized_check():
+    """A fresh dst (nothing written) is not read, and src matters only on partitions 0, 16, ...;
+    reading a dst partition the instruction left alone is still caught."""
+    b = ProgramBuilder()
+    h = b.hbm("h", (1, 8), "int32")
+    s, d = b.sbuf("s", (32, 8), "int32"), b.sbuf("d", (32, 9), "int32")
+    for p in (0, 16):
+        b.emit(Opcode.DMA_COPY, s.ap([[8, 1], [1, 8]], offset=p * 8), [h])
+    b.emit(Opcode.NONZERO_WITH_COUNT, d, [s], location="kernel.py:3")
+    out = b.hbm("o", (1, 9), "int32", kind="output")
+    b.emit(Opcode.DMA_COPY, out, [d.ap([[9, 1], [1, 9]], offset=16 * 9)])
+    sim.prepare(b.build(), CHIP, uninitialized_memory="error")
+    b.emit(Opcode.DMA_COPY, out, [d.ap([[9, 1], [1, 9]], offset=9)], location="kernel.py:5")
+    with pytest.raises(UninitializedReadError, match="kernel.py:5"):
+        sim.prepare(b.build(), CHIP, uninitialized_memory="error")

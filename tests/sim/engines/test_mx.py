@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from neuronsim import sim
-from neuronsim.errors import ConstraintError, DtypeError
+from neuronsim.errors import ConstraintError, DtypeError, UninitializedReadError
 from neuronsim.sim import Opcode, ProgramBuilder
 from neuronsim.sim.chips import get_chip
 from neuronsim.sim.engines.mx import FMT_E2M1FN, FMT_E4M3FN, FMT_E5M2
@@ -20,13 +20,17 @@ def scale_rows(p):
     return [(g * 8 // 32) * 32 + g % 4 for g in range(p // 8)]
 
 
-def quantize_model(x: np.ndarray, fmt: int):
-    """S16: X = 2^(floor(log2 amax) - (Emax - 1)) per 8-partition x 4-value group; v / X to fp8."""
+def quantize_model(x: np.ndarray, fmt: int, ocp: bool = False):
+    """S16 (NKI 0.5 on): X = 2^(floor(log2 amax) - (Emax - 1)) per 8-partition x 4-value group;
+    ``ocp`` (NKI 0.3/0.4): the OCP sample scale 2^(floor(log2 amax) - Emax), v / X clamped to the
+    element's largest finite value; then v / X to fp8."""
     p, f4 = x.shape
     v = x.astype(np.float32).reshape(p // 8, 8, f4 // 4, 4)
     amax = np.abs(v).max(axis=(1, 3))
-    e = np.where(amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1))).astype(int) - (EMAX[fmt] - 1), -127)
-    q = (v / np.ldexp(1.0, e).astype(np.float32)[:, None, :, None]).astype(FP8[fmt])
+    shift = EMAX[fmt] if ocp else EMAX[fmt] - 1
+    e = np.where(amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1))).astype(int) - shift, -127)
+    top = float(ml_dtypes.finfo(FP8[fmt]).max)
+    q = np.clip(v / np.ldexp(1.0, e).astype(np.float32)[:, None, :, None], -top, top).astype(FP8[fmt])
     codes = q.view(np.uint8).astype(np.uint32).reshape(p, f4 // 4, 4)
     words = codes[..., 0] | codes[..., 1] << 8 | codes[..., 2] << 16 | codes[..., 3] << 24
     return words, (e + 127).astype(np.uint8)
@@ -45,7 +49,7 @@ def dequantize_model(words, scales, fmt):
     return (vals * np.ldexp(1.0, scales[rows].astype(int) - 127)[:, None, :]).reshape(4 * p, f)
 
 
-def _quantize_program(p, f, fmt, location="k.py:3"):
+def _quantize_program(p, f, fmt, location="k.py:3", ocp_scale=False):
     b = ProgramBuilder("quantize")
     x = b.hbm("x", (p, 4 * f), "bfloat16")
     x_sb = b.sbuf("x_sb", (p, 4 * f), "bfloat16")
@@ -54,26 +58,44 @@ def _quantize_program(p, f, fmt, location="k.py:3"):
     s_out = b.hbm("s_out", (p, f), "uint8", kind="output")
     b.emit(Opcode.DMA_COPY, x_sb, [x])
     b.emit(Opcode.MEMSET, s, value=0.0)
-    b.emit(Opcode.QUANTIZE_MX, d, [x_sb], dst2=s, fmt=fmt, location=location)
+    b.emit(Opcode.QUANTIZE_MX, d, [x_sb], dst2=s, fmt=fmt, ocp_scale=ocp_scale, location=location)
     b.emit(Opcode.DMA_COPY, d_out, [d])
     b.emit(Opcode.DMA_COPY, s_out, [s])
     return b.build()
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("fmt", [FMT_E4M3FN, FMT_E5M2])
-def test_quantize_matches_the_documented_scale_and_layout(executor, fmt):
+@pytest.mark.parametrize("fmt, ocp", [(FMT_E4M3FN, False), (FMT_E5M2, False), (FMT_E4M3FN, True), (FMT_E5M2, True)])
+def test_quantize_matches_the_release_scale_and_layout(executor, fmt, ocp):
     p, f = 64, 16
     rng = np.random.default_rng(fmt)
     x = (rng.standard_normal((p, 4 * f)) * np.exp(rng.uniform(-8, 8, (p, 1)))).astype(ml_dtypes.bfloat16)
     x[:8, :4] = 0  # an all-zero group: scale 2^-127
-    out = sim.run(_quantize_program(p, f, fmt), {"x": x}, "trn3", executor=executor).outputs
-    words, scales = quantize_model(x, fmt)
+    x[8:16, 4:8] = 0.25
+    x[8, 4:8] = [-1.9921875, 1.0, 0.5, 1.96875]  # v / X past the e4m3fn/e5m2 largest with the OCP scale
+    out = sim.run(_quantize_program(p, f, fmt, ocp_scale=ocp), {"x": x}, "trn3", executor=executor).outputs
+    words, scales = quantize_model(x, fmt, ocp)
     np.testing.assert_array_equal(out["d_out"], words)
     rows = scale_rows(p)
     np.testing.assert_array_equal(out["s_out"][rows], scales)
     assert out["s_out"][0, 0] == 0
     assert not np.delete(out["s_out"], rows, axis=0).any()  # the other 28 rows of each quadrant: untouched
+    if ocp:  # the group of rows 8-15, column 1 saturates: -1.99 / 2^-8 (e4m3fn) is -510 -> -448
+        top = ml_dtypes.finfo(FP8[fmt]).max
+        first = np.array([out["d_out"][8, 1] & 0xFF], np.uint8).view(FP8[fmt])[0]
+        assert first == -top
+
+
+def test_ocp_scale_is_half_the_documented_one():
+    """The same group: NKI 0.3/0.4's scale byte is one less than NKI 0.5/0.6's, its values doubled."""
+    x = np.full((32, 4), 3.0, ml_dtypes.bfloat16)
+    doc = sim.run(_quantize_program(32, 1, FMT_E4M3FN), {"x": x}, "trn3", executor="reference").outputs
+    ocp = sim.run(_quantize_program(32, 1, FMT_E4M3FN, ocp_scale=True), {"x": x}, "trn3",
+                  executor="reference").outputs
+    assert (doc["s_out"][0, 0], ocp["s_out"][0, 0]) == (127 + 1 - 7, 127 + 1 - 8)
+    values = [np.array([w], np.uint32).view(np.uint8).view(ml_dtypes.float8_e4m3fn)[0] for w in
+              (doc["d_out"][0, 0], ocp["d_out"][0, 0])]
+    assert (float(values[0]), float(values[1])) == (192.0, 384.0)
 
 
 def _matmul_program(p, m, n, s_fmt, m_fmt, dst_dtype="float32", accumulate=False):
@@ -169,3 +191,26 @@ def test_misuse_names_the_line():
     b.emit(Opcode.NC_MATMUL_MX, acc, [d, d, scale, scale], stationary_fmt=0, moving_fmt=0, location="k.py:5")
     with pytest.raises(DtypeError, match="k.py:5.*float8_e4m3fn_x4 data is uint32"):
         sim.prepare(b.build(), "trn3")
+
+
+def test_matmul_reads_only_the_scale_rows_for_the_uninitialized_check():
+    """S11 layout: a kernel that writes only rows q*32 + 0..3 of its scale tiles (as nki-library's MX
+    kernels do) reads nothing unwritten; leaving one of those rows unwritten is caught."""
+    def program(skip_row=None):
+        b = ProgramBuilder("mx_rows")
+        tiles = []
+        for name, dtype in (("s", "uint32"), ("m", "uint32"), ("ss", "uint8"), ("ms", "uint8")):
+            h, t = b.hbm(name, (128, 8), dtype), b.sbuf(name + "_sb", (128, 8), dtype)
+            if dtype == "uint8":  # only the rows the matmul reads
+                for row in scale_rows(128):
+                    if row != skip_row:
+                        b.emit(Opcode.DMA_COPY, t.ap([[8, 1], [1, 8]], offset=row * 8), [h.ap([[8, 1], [1, 8]])])
+            else:
+                b.emit(Opcode.DMA_COPY, t, [h])
+            tiles.append(t)
+        acc = b.psum("acc", (8, 8), "float32")
+        b.emit(Opcode.NC_MATMUL_MX, acc, tiles, stationary_fmt=FMT_E4M3FN, moving_fmt=FMT_E4M3FN, location="k.py:9")
+        return b.build()
+    sim.prepare(program(), "trn3", uninitialized_memory="error")
+    with pytest.raises(UninitializedReadError, match="k.py:9"):
+        sim.prepare(program(skip_row=65), "trn3", uninitialized_memory="error")
