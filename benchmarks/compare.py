@@ -5,9 +5,10 @@ check (issue #21: bench_sim, bench_tracing and bench_compile print before/after)
 
 The baseline is ``git archive``d once into a fixed directory beside its cache root (Numba names each
 cache subdirectory after the absolute path of the source's directory, so a fresh temporary tree per
-run would recompile the whole executor every time; not inside the root, which older versions empty) and each benchmark runs as a fresh process from
-each tree (that tree's own benchmark script, which knows its own API), alternating
-baseline, current, baseline, ... so both see the same machine load. Each tree has its own Numba
+run would recompile the whole executor every time; not inside the root, which older versions
+empty). Each benchmark runs as a fresh process from each tree (that tree's own benchmark script,
+which knows its own API), alternating baseline, current, baseline, ... so both see the same
+machine load. Each tree has its own Numba
 cache root (``NEURON_SIM_CACHE_DIR``, by default beside the usual one; warm it first: the first run
 of a tree compiles) so neither version's cache pushes out the other's. It prints every run's
 output, then, line by line, each number of the current run over the same number of the baseline

@@ -50,8 +50,9 @@ def warmup(cache_key: bool, as_json: bool) -> int:
             app.console.out(f"  {result.unit:<24} {result.seconds:8.1f} s  {_state(result)}", highlight=False)
     library = _build_device_library()
     if not as_json:
-        app.console.out(f"  {'device library':<24} {library['seconds']:8.1f} s  "
-                        f"{'built' if library['built'] else 'in the cache'}: {library['path']}", highlight=False)
+        state = "built" if library["built"] else "in the cache"
+        app.console.out(f"  {'device library':<24} {library['seconds']:8.1f} s  {state}: {library['path']}",
+                        highlight=False)
     total = time.perf_counter() - start
     where = str(sim_warmup.cache_dir())
     if as_json:
