@@ -50,7 +50,7 @@ def _stop_when_deleted(lock: int, path: str) -> None:
 
 def main() -> int:
     try:
-        os.nice(5)  # the process it works for comes first (in its session: tiers.start_worker)
+        os.nice(5)  # the process it works for comes first
     except OSError:
         pass
     if len(sys.argv) > 2:  # the lock the caller took for it (shared, on the file it opened), its path

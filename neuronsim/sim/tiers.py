@@ -124,13 +124,9 @@ class _Units:
         answers, answer_end = os.pipe()
         try:
             fcntl.flock(lock, fcntl.LOCK_SH)
-            # A process group of its own (a terminal's Ctrl-C stops the caller, not the worker), in the
-            # caller's session: Linux's autogroup scheduler gives each session an equal share of the
-            # CPUs whatever the nice values within, so a worker in a session of its own took as much
-            # CPU as all the processes it works for together (three cold ranks: 2.5x one's time).
             self.worker = subprocess.Popen(
                 [sys.executable, "-c", _START_WORKER, str(lock), str(lock_path)], stdin=subprocess.PIPE,
-                stdout=answer_end, stderr=log, env=env, process_group=0, text=True, bufsize=1,
+                stdout=answer_end, stderr=log, env=env, start_new_session=True, text=True, bufsize=1,
                 pass_fds=(lock,))
         except OSError:
             os.close(answers)
