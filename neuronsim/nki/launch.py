@@ -14,7 +14,7 @@ import time
 import ml_dtypes
 import numpy as np
 
-from neuronsim.errors import InputError
+from neuronsim.errors import ConstraintError, InputError
 from neuronsim.nki import hbm as hbm_check
 from neuronsim.nki.profile import record_launch
 from neuronsim.nki.traced import ReturnedView, TracedKernel, is_torch
@@ -95,12 +95,13 @@ def execute_phases(traced: TracedKernel, given: list, *, new_shared=_shared_arra
     hbm.update(traced.constants)
     n_phases = len(traced.instances[0].programs)
     # Each instance's SBUF/PSUM lives on through its phases (a tile may be live across a barrier);
-    # a single-phase kernel uses the thread's core memory, reset per run.
-    cores = [CoreMemory(traced.chip) for _ in traced.instances] if n_phases > 1 else None
+    # a single-phase kernel with no barrier inside uses the thread's core memory, reset per run.
+    separate = n_phases > 1 or traced.info.get("loop_barriers", 0) > 0
+    cores = [CoreMemory(traced.chip) for _ in traced.instances] if separate else None
     on_chip: list[set[str]] = [set() for _ in traced.instances]
     printed = {}
     for phase in range(n_phases):
-        row = []
+        row, bound = [], []
         for i, inst in enumerate(traced.instances):
             prog = inst.programs[phase]
             arrays = {t.name: hbm[t.name] for t in prog.hbm_tensors() if t.name in hbm}
@@ -110,12 +111,18 @@ def execute_phases(traced: TracedKernel, given: list, *, new_shared=_shared_arra
             names = {t.name for t in prog.tensors if t.memory is not Memory.HBM}
             keep = frozenset(names & on_chip[i])
             on_chip[i] |= names
-            result = sim_api.run(prog, arrays, traced.chip, core=cores[i] if cores else None, keep=keep)
-            row.append(result)
-            for prefix, pname in inst.prints:
-                if pname in result.outputs and pname not in printed:
-                    printed[pname] = True
-                    print(prefix, result.outputs[pname])
+            bound.append(arrays)
+            row.append(sim_api.run(prog, arrays, traced.chip, core=cores[i] if cores else None, keep=keep))
+        # A barrier inside a loop on a register is an instruction: every instance's run pauses there
+        # and resumes once all have reached it, the piece before it being a phase of its own.
+        while any(r.paused is not None for r in row):
+            _check_paused(traced, phase, row)
+            _print(traced, row, printed)
+            yield row
+            row = [sim_api.run(inst.programs[phase], bound[i], traced.chip, core=cores[i] if cores else None,
+                               resume=row[i].paused)
+                   for i, inst in enumerate(traced.instances)]
+        _print(traced, row, printed)
         yield row
     for original, copy in write_back:
         if isinstance(original, np.ndarray):
@@ -125,6 +132,35 @@ def execute_phases(traced: TracedKernel, given: list, *, new_shared=_shared_arra
     if wrap is None:
         wrap = (lambda _name, a: _from_numpy(a)) if use_torch else (lambda _name, a: a)
     return _outputs(traced.returns, hbm, wrap)
+
+
+def _print(traced: TracedKernel, row, printed: dict) -> None:
+    """Print the ``nl.device_print`` values a row of runs produced (each tensor once)."""
+    for inst, result in zip(traced.instances, row, strict=False):
+        for prefix, pname in inst.prints:
+            if pname in result.outputs and pname not in printed:
+                printed[pname] = True
+                print(prefix, result.outputs[pname])
+
+
+def _check_paused(traced: TracedKernel, phase: int, row) -> None:
+    """Every instance paused at the same barrier: one that finished or waits at another would leave
+    the others waiting for ever on hardware."""
+    first = row[0].paused
+    if all(r.paused is not None and r.paused.barrier == first.barrier for r in row):
+        return
+    where, location = [], None
+    for i, r in enumerate(row):
+        if r.paused is None:
+            where.append(f"instance {i} ran to the end")
+            continue
+        at = traced.instances[i].programs[phase].instructions[r.paused.at].location
+        location = location or at
+        where.append(f"instance {i} waits at the barrier at {at} (#{r.paused.barrier} of the kernel's "
+                     f"barriers in register loops)")
+    raise ConstraintError(
+        f"kernel {traced.name}: the cores do not meet at one barrier (a core_barrier or sendrecv in a "
+        f"loop on a register must be reached as often on every core): " + "; ".join(where), location=location)
 
 
 def _check_host(traced: TracedKernel, names, arrays, inouts) -> None:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import time
 
-from neuronsim.errors import ConstraintError, InputError
+from neuronsim.errors import ConstraintError, InputError, UnsupportedError
 from neuronsim.nki import launch
 from neuronsim.nki.kernel import as_kernel
 from neuronsim.nki.profile import build_profile
 from neuronsim.nki.trace import launch_rank
 from neuronsim.sim.interconnect import INSTANCE_NETWORK, NEURONLINK, interconnect
+from neuronsim.sim.ir import Opcode
 
 
 def simulate_ranks(kernel, ranks: int, *, profile: bool = False, chip=None):
@@ -43,6 +44,12 @@ def simulate_ranks(kernel, ranks: int, *, profile: bool = False, chip=None):
             finally:
                 launch_rank.value = saved
         _check_agree(k.__name__, traced)
+        if any(t.info.get("loop_barriers") for t in traced):
+            # its pauses would add phases the ranks' collectives are not numbered by
+            raise UnsupportedError(f"kernel {k.__name__}: a core_barrier/sendrecv inside a loop on a "
+                                   f"register is not simulated in a launch over several ranks "
+                                   f"(simulate_ranks); it is in a single-rank launch",
+                                   location=_first_loop_barrier(traced))
         world: dict = {}
         phases = [launch.execute_phases(t, k.arrays((), kw), new_shared=_world_arrays(t, world))
                   for t, kw in zip(traced, per_rank, strict=True)]
@@ -133,6 +140,11 @@ def _world_arrays(traced, world: dict):
         return a
 
     return new_shared
+
+
+def _first_loop_barrier(traced) -> str | None:
+    return next((ins.location for t in traced for inst in t.instances for p in inst.programs
+                 for ins in p.instructions if ins.opcode is Opcode.CORE_BARRIER), None)
 
 
 def _finish(steps):

@@ -101,6 +101,7 @@ class Trace:
         self.transpose_flops = 0
         self.prints: list[tuple[str, Buffer]] = []
         self.barriers: list[int] = []  # record index where each core_barrier split the program
+        self.loop_barriers = 0  # CORE_BARRIER instructions recorded (barriers inside register loops)
         self.exchanges: list[tuple] = []  # sendrecv calls: (rank, send_to_rank, recv_from_rank, location)
         # The collective launch this trace is part of (nki.collectives): this rank and the world size,
         # and the collectives called, in order: (kind, group, staging buffer name, location).

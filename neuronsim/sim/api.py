@@ -8,6 +8,10 @@ A Program with branches (dynamic loops on registers, ``engines/control.py``) run
 depends on the data: its schedule is made after the run, for the instructions in the order they
 ran, and cached per path (DESIGN decision 4). ``RunResult.prepared`` is then that path's: its
 ``program`` lists the instructions as they ran, which its ``timeline`` indexes.
+
+A ``CORE_BARRIER`` pauses a run (the cores of an LNC=2 launch meet there): ``RunResult.paused``
+says where, with the registers, and ``run(..., resume=result.paused)`` goes on after it on the same
+core memory. Each piece is a path of its own, scheduled from where it started to where it paused.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from neuronsim.sim import execute_numba, execute_reference
 from neuronsim.sim.chips import ChipSpec, get_chip
 from neuronsim.sim.encoding import encode_instruction, encode_rows
 from neuronsim.sim.engines import OPDEFS
-from neuronsim.sim.engines.control import register_count
+from neuronsim.sim.engines.control import REG0_FROM_END, STATUS_PAUSED, register_count
 from neuronsim.sim.ir import Memory, Program
 from neuronsim.sim.memory.layout import Placement, place_tensors
 from neuronsim.sim.memory.reference import RefMemory
@@ -46,10 +50,20 @@ class Prepared:
 
 
 @dataclass(frozen=True)
+class Paused:
+    """Where a run paused: the CORE_BARRIER's index and number, and the registers then."""
+
+    at: int
+    barrier: int
+    registers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class RunResult:
     outputs: dict[str, np.ndarray]  # HBM tensors of kind output / inout, by name
     timeline: Timeline
     prepared: Prepared
+    paused: Paused | None = None  # the run stopped at a CORE_BARRIER: resume=paused goes on
 
 
 MAX_PATHS = 64  # schedules kept per Program with branches (one per distinct path)
@@ -97,11 +111,13 @@ def prepare(program: Program, chip: str | ChipSpec | None = None, *, uninitializ
 
 def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, executor: str | None = None,
         uninitialized_memory: str | None = None, core: CoreMemory | None = None,
-        keep: frozenset = frozenset()) -> RunResult:
+        keep: frozenset = frozenset(), resume: Paused | None = None) -> RunResult:
     """Run ``program`` on host arrays (HBM tensors, used in place) and return outputs + timeline.
 
     ``core`` is the physical core's SBUF/PSUM (default: the calling thread's); ``keep`` names the
     on-chip tensors whose bytes carry over from an earlier Program on that core (a kernel's phases).
+    ``resume``: go on after the CORE_BARRIER an earlier run of ``program`` on ``core`` paused at
+    (its on-chip bytes are all kept).
     """
     opts = current_options()
     policy = opts.uninitialized_memory if uninitialized_memory is None else uninitialized_memory
@@ -110,7 +126,10 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
     hbm = bind_hbm(program, arrays)
     if core is None:
         core = core_memory(prep.chip)
-    core.reset(program, prep.placement, policy, keep)
+    start, registers = (0, None) if resume is None else (resume.at + 1, list(resume.registers))
+    if resume is None:
+        core.reset(program, prep.placement, policy, keep)
+    paused_at = -1
     if which == "reference":
         buffers, offsets = [], []
         for t in program.tensors:
@@ -121,32 +140,46 @@ def run(program: Program, arrays=None, chip: str | ChipSpec | None = None, *, ex
                 buf, off = core.on_chip_base(t, prep.placement)
                 buffers.append(buf)
                 offsets.append(off)
-        jumps = execute_reference.execute(program, RefMemory(buffers, offsets, core.pitch))
+        mem = RefMemory(buffers, offsets, core.pitch)
+        jumps, paused_at = execute_reference.execute(program, mem, start, registers)
+        registers = mem.registers
     elif prep.registers is not None:
         bases = core.executor_bases(program, prep.placement, hbm, prep.registers)
+        for r, value in enumerate(registers or ()):
+            bases[bases.size - REG0_FROM_END - r] = value
         tiered = program if which == "tiered" else None
-        stopped, taken = execute_numba.execute_branching(prep.itab, prep.ftab, bases, tiered, core.pitch)
-        if stopped >= 0:
+        stopped, taken = execute_numba.execute_branching(prep.itab, prep.ftab, bases, tiered, core.pitch,
+                                                         start)
+        if stopped >= 0 and bases[-1] == STATUS_PAUSED:
+            paused_at = stopped
+        elif stopped >= 0:
             ins = program.instructions[stopped]
             if bases[-1] == execute_numba.STATUS_PATH_FULL:
                 raise execute_reference.endless_loop(ins)
             raise execute_numba.stop_error(program, stopped, bases)
         jumps = [tuple(j) for j in taken.tolist()]
+        registers = [int(bases[bases.size - REG0_FROM_END - r]) for r in range(prep.registers)]
     else:
         bases = core.executor_bases(program, prep.placement, hbm)
         tiered = program if which == "tiered" else None
         stopped = execute_numba.execute(prep.itab, prep.ftab, bases, tiered, core.pitch)
         if stopped >= 0:  # an indirect DMA's index out of bounds, or a kernel that raised
             raise execute_numba.stop_error(program, stopped, bases)
+    paused = None
     if prep.registers is not None:
-        prep = path_prepared(prep, jumps, tiered=which == "tiered")
+        end = len(program.instructions) if paused_at < 0 else paused_at
+        prep = path_prepared(prep, jumps, tiered=which == "tiered", start=start, end=end)
+        if paused_at >= 0:
+            paused = Paused(paused_at, int(program.instructions[paused_at].imm.get("barrier", 0)),
+                            tuple(registers))
     outputs = {t.name: hbm[t.id] for t in program.hbm_tensors() if t.kind in ("output", "inout")}
-    return RunResult(outputs, prep.timeline, prep)
+    return RunResult(outputs, prep.timeline, prep, paused)
 
 
-def path_order(n: int, jumps) -> np.ndarray:
-    """Indices of the instructions in the order they ran, from the jumps taken (branch, target)."""
-    pieces, pc = [], 0
+def path_order(n: int, jumps, start: int = 0) -> np.ndarray:
+    """Indices of the instructions in the order they ran from ``start`` up to ``n`` (exclusive),
+    from the jumps taken (branch, target)."""
+    pieces, pc = [], start
     for branch, target in jumps:
         pieces.append(np.arange(pc, branch + 1))
         pc = target
@@ -154,16 +187,19 @@ def path_order(n: int, jumps) -> np.ndarray:
     return np.concatenate(pieces).astype(np.int64)
 
 
-def path_prepared(prep: Prepared, jumps, tiered: bool = False) -> Prepared:
-    """The Prepared of one path of a Program with branches: its instructions as they ran, scheduled
-    (``tiered``: as ``prepare`` schedules)."""
-    key = tuple(tuple(int(v) for v in j) for j in jumps)
+def path_prepared(prep: Prepared, jumps, tiered: bool = False, start: int = 0,
+                  end: int | None = None) -> Prepared:
+    """The Prepared of one path of a Program with branches: its instructions as they ran from
+    ``start`` up to ``end`` (a CORE_BARRIER it paused at, not included; default: the end),
+    scheduled (``tiered``: as ``prepare`` schedules)."""
+    program = prep.program
+    end = len(program.instructions) if end is None else end
+    key = (start, end, *(tuple(int(v) for v in j) for j in jumps))
     with _lock:
         hit = prep.paths.get(key)
     if hit is not None:
         return hit
-    program = prep.program
-    order = path_order(len(program.instructions), key)
+    order = path_order(end, key[2:], start)
     ran = Program(program.name, program.tensors, tuple(program.instructions[i] for i in order), program.location)
     timeline = schedule_program(ran, prep.chip, prep.placement, tiered)
     hit = dataclasses.replace(prep, program=ran, timeline=timeline, paths={})

@@ -36,7 +36,7 @@ from numba.extending import intrinsic
 from neuronsim.errors import KernelFaultError
 from neuronsim.sim import tiers
 from neuronsim.sim.engines import OPDEFS
-from neuronsim.sim.engines.control import JUMP_FROM_END, REG0_FROM_END
+from neuronsim.sim.engines.control import JUMP_FROM_END, REG0_FROM_END, STATUS_PAUSED
 from neuronsim.sim.engines.dma_indirect import out_of_bounds
 from neuronsim.sim.ir import Memory, Opcode, Program
 from neuronsim.sim.memory.reference import RefMemory
@@ -48,6 +48,7 @@ KERNEL_ARGS = (types.Array(types.int64, 1, "C"), types.Array(types.float64, 1, "
 STATUS_OUT_OF_BOUNDS = 1  # set by a kernel whose run-time index check failed (indirect DMA, nc_n_gather)
 STATUS_PATH_FULL = 2  # run_branching's path array is full (the caller grows it and resumes)
 STATUS_KERNEL_RAISED = 3  # set by the loop when a kernel returned an error status
+# STATUS_PAUSED (4, engines/control.py): a CORE_BARRIER stopped the run; it resumes after it
 
 # Entry address of each opcode's compiled kernel (0: not loaded in this process yet).
 ENTRIES = np.zeros(max(int(op) for op in Opcode) + 1, dtype=np.int64)
@@ -214,15 +215,16 @@ def direct_runner(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray):
 
 
 def execute_branching(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray, program: Program | None = None,
-                      pitch: dict | None = None) -> tuple[int, np.ndarray]:
-    """Run an encoded Program with branches; (-1 or the instruction whose status stopped it, the
-    jumps taken as rows (branch index, target)). Given ``program`` and ``pitch``, tiered as
-    :func:`execute` is: an instruction whose kernel is not compiled yet runs on the reference
-    executor, over the same bytes and the same registers (those in ``bases``)."""
+                      pitch: dict | None = None, start: int = 0) -> tuple[int, np.ndarray]:
+    """Run an encoded Program with branches from instruction ``start``; (-1 or the instruction whose
+    status stopped it — a CORE_BARRIER's is ``STATUS_PAUSED`` — the jumps taken as rows (branch
+    index, target)). Given ``program`` and ``pitch``, tiered as :func:`execute` is: an instruction
+    whose kernel is not compiled yet runs on the reference executor, over the same bytes and the
+    same registers (those in ``bases``)."""
     from neuronsim.sim.execute_reference import MAX_JUMPS
 
     path = np.zeros((64, 2), np.int64)
-    taken, start, n = 0, 0, itab.shape[0]
+    taken, n = 0, itab.shape[0]
     fallback = None
     while start < n:
         if program is None or _branching_loop_available(itab, ftab, bases, path):
@@ -280,6 +282,9 @@ def _reference_step(op: Opcode, ins, mem: RefMemory, bases: np.ndarray) -> None:
     if mem.jump is not None:
         bases[bases.size - JUMP_FROM_END] = mem.jump + 1
         mem.jump = None
+    if mem.paused:
+        bases[bases.size - 1] = STATUS_PAUSED
+        mem.paused = False
 
 
 def _loop_available(itab, ftab, bases) -> bool:

@@ -1,7 +1,8 @@
 """The reference executor: the readable definition of the IR, one engine ``reference`` per step.
 
-Instructions run in order from the first; a ``BRANCH`` taken goes on at its target. The Numba
-executor must match it bit for bit, path included (tests/sim/test_executors.py fuzzes both).
+Instructions run in order from the first; a ``BRANCH`` taken goes on at its target; a
+``CORE_BARRIER`` pauses the run, which a later call resumes after it. The Numba executor must match
+it bit for bit, path and pauses included (tests/sim/test_executors.py fuzzes both).
 """
 
 from __future__ import annotations
@@ -17,15 +18,21 @@ from neuronsim.sim.memory.reference import RefMemory
 MAX_JUMPS = 1 << 20
 
 
-def execute(program: Program, mem: RefMemory) -> list[tuple[int, int]]:
-    """Run ``program``; the jumps taken, as (branch index, target) in order."""
-    mem.registers = [0] * register_count(program.instructions)
+def execute(program: Program, mem: RefMemory, start: int = 0,
+            registers: list[int] | None = None) -> tuple[list[tuple[int, int]], int]:
+    """Run ``program`` from instruction ``start`` (with ``registers``, default all 0); (the jumps
+    taken, as (branch index, target) in order; -1, or the CORE_BARRIER the run paused at, whose
+    registers are left in ``mem.registers``)."""
+    mem.registers = list(registers) if registers is not None else [0] * register_count(program.instructions)
     jumps: list[tuple[int, int]] = []
     instructions = program.instructions
-    pc = 0
+    pc = start
     while pc < len(instructions):
         ins = instructions[pc]
         OPDEFS[ins.opcode].reference(ins, mem)
+        if mem.paused:
+            mem.paused = False
+            return jumps, pc
         if mem.jump is None:
             pc += 1
             continue
@@ -33,7 +40,7 @@ def execute(program: Program, mem: RefMemory) -> list[tuple[int, int]]:
         if len(jumps) > MAX_JUMPS:
             raise endless_loop(ins)
         pc, mem.jump = mem.jump, None
-    return jumps
+    return jumps, -1
 
 
 def endless_loop(ins) -> ConstraintError:

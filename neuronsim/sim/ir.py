@@ -79,6 +79,7 @@ class Opcode(enum.IntEnum):
     NC_MATCH_REPLACE8 = 37  # replace the first match of each of 8 values (top-k folding)
     RANGE_SELECT = 38  # keep elements whose free index is within per-partition bounds, fused max
     EXPONENTIAL = 39  # exp(src - max_value) with an optional running sum (NeuronCore-v4)
+    TENSOR_SCALAR_CUMULATIVE = 47  # a tensor-scalar op, then a running fold of its results
     # GpSimd
     IOTA = 40
     AFFINE_SELECT = 41
@@ -97,6 +98,7 @@ class Opcode(enum.IntEnum):
     REGISTER_LOAD = 61
     REGISTER_STORE = 62
     BRANCH = 63
+    CORE_BARRIER = 64  # the cores of an LNC=2 launch meet; the run pauses here until they all have
 
 
 # Which engines may issue each opcode; the first is the default (NKI's engine=unknown).
@@ -125,6 +127,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.NC_MATCH_REPLACE8: (Engine.VECTOR,),
     Opcode.RANGE_SELECT: (Engine.VECTOR,),
     Opcode.EXPONENTIAL: (Engine.VECTOR,),
+    Opcode.TENSOR_SCALAR_CUMULATIVE: (Engine.VECTOR,),
     Opcode.IOTA: (Engine.GPSIMD,),
     Opcode.AFFINE_SELECT: (Engine.GPSIMD,),
     Opcode.TENSOR_PARTITION_REDUCE: (Engine.GPSIMD,),
@@ -140,6 +143,7 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.REGISTER_LOAD: (Engine.SYNC,),
     Opcode.REGISTER_STORE: (Engine.SYNC,),
     Opcode.BRANCH: (Engine.SYNC,),
+    Opcode.CORE_BARRIER: (Engine.SYNC,),
 }
 
 # Instructions whose result merges with the destination's old contents.
@@ -148,9 +152,11 @@ DMA_OPS = frozenset({Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_COPY_INDI
 # Instructions whose addresses depend on values read at run time (an indirect side's bytes are
 # known only when it runs: the scheduler orders it against its whole tensor).
 INDIRECT_OPS = frozenset({Opcode.DMA_COPY_INDIRECT})
-# Sequencer control instructions (registers, branches): a Program with a BRANCH has a data-dependent
-# path, so its schedule is made per run (sim/api.py).
-CONTROL_OPS = frozenset({Opcode.REGISTER_MOVE, Opcode.REGISTER_LOAD, Opcode.REGISTER_STORE, Opcode.BRANCH})
+# Sequencer control instructions (registers, branches, barriers): a Program with a BRANCH has a
+# data-dependent path and one with a CORE_BARRIER runs in pieces, so its schedule is made per run
+# (sim/api.py).
+CONTROL_OPS = frozenset({Opcode.REGISTER_MOVE, Opcode.REGISTER_LOAD, Opcode.REGISTER_STORE, Opcode.BRANCH,
+                         Opcode.CORE_BARRIER})
 MATMUL_OPS = frozenset({Opcode.NC_MATMUL, Opcode.NC_MATMUL_MX})
 QUADRANT = 32  # partitions per VectorE reshape bank (S9): nc_stream_shuffle's mask length
 SHUFFLE_KEEP = 255  # an nc_stream_shuffle mask entry leaving its output partition unmodified (S16)
@@ -415,7 +421,7 @@ class Program:
 
     @functools.cached_property
     def has_control(self) -> bool:
-        """Registers or branches: the executors keep a register file and follow jumps."""
+        """Registers, branches or barriers: the executors keep a register file, follow jumps and pause."""
         return any(ins.opcode in CONTROL_OPS for ins in self.instructions)
 
     def hbm_tensors(self) -> tuple[TensorDecl, ...]:

@@ -540,3 +540,53 @@ def test_gelu_apprx_sigmoid_is_x_times_sigmoid_of_1_702_x():
     want = x / (1 + np.exp(-1.702 * x.astype(np.float64)))
     np.testing.assert_allclose(got[:, :64], want, rtol=1e-6, atol=1e-30)
     np.testing.assert_array_equal(got[:, :64], got[:, 64:])
+
+
+# ---------------------------------------------------------------- tensor_scalar_cumulative
+
+def test_tensor_scalar_cumulative_running_sum_and_loaded_max():
+    """S16's pseudocode through the frontend: a scaled running sum (reset_reduce) and a running max
+    from a per-partition start (load_reduce, imm1 a [P, 1] tile)."""
+    x = RNG.standard_normal((128, 40)).astype(np.float32)
+    start = RNG.standard_normal((128, 1)).astype(np.float32)
+
+    @nki.jit
+    def k(a, s):
+        total = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        peak = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t, s0 = nl.load(a), nl.load(s)
+        y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(dst=y, src=t, op0=nl.multiply, op1=nl.add, imm0=0.5)
+        nl.store(total, y)
+        z = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(z, t, nl.add, nl.maximum, imm0=0.0, imm1=s0,
+                                      reduce_cmd=nisa.reduce_cmd.load_reduce)
+        nl.store(peak, z)
+        return total, peak
+
+    total, peak = nki.simulate(k)(x, start)
+    want = np.empty_like(x)
+    acc = np.zeros(128, np.float32)
+    for i in range(40):
+        acc = (acc + x[:, i] * np.float32(0.5)).astype(np.float32)
+        want[:, i] = acc
+    np.testing.assert_array_equal(total, want)
+    np.testing.assert_array_equal(peak, np.maximum.accumulate(np.concatenate([start, x], axis=1), axis=1)[:, 1:])
+
+
+def test_tensor_scalar_cumulative_misuse_names_the_line():
+    x = np.zeros((128, 8), np.float32)
+
+    @nki.jit
+    def carried(a):
+        t = nl.load(a)
+        nisa.tensor_scalar_cumulative(t, t, nl.add, nl.add, 0.0, reduce_cmd=nisa.reduce_cmd.reduce)  # <- here
+        return a
+    raises_at(carried, [x], UnsupportedError, "reduce_cmd=reduce continues VectorE's accumulator")
+
+    @nki.jit
+    def no_start(a):
+        t = nl.load(a)
+        nisa.tensor_scalar_cumulative(t, t, nl.add, nl.add, 0.0, reduce_cmd=nisa.reduce_cmd.load_reduce)  # <- here
+        return a
+    raises_at(no_start, [x], ConstraintError, "imm1 is None")

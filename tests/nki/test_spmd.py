@@ -164,3 +164,66 @@ def test_sendrecv_misuse_names_the_kernel_line():
 
     with pytest.raises(ConstraintError, match="on rank 1 receives from rank 0, but rank 0 sends to rank 0"):
         nki.simulate(lopsided[2])(np.zeros((128, 4), np.float32))
+
+
+@nki.jit
+def running_exchange(a, trips):
+    """A sendrecv in a loop on a register, nothing else synchronizing the cores: each trip a core
+    sends ``its row block * (trip + 1)`` and accumulates what it receives. Both trips use the call's
+    one pair of staging buffers, so a core must not send trip j+1 before its peer took trip j."""
+    me = nl.program_id(0)
+    out = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.shared_hbm)
+    n = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=n, src=trips)
+    reg = nisa.register_alloc(n)
+    mine = nl.load(a[me * 128 : (me + 1) * 128, :])
+    acc = nl.ndarray(mine.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.memset(acc, value=0.0)
+    for _ in nl.dynamic_range(0, reg):
+        nisa.tensor_tensor(dst=mine, data1=mine, data2=mine, op=nl.add)
+        got = nl.ndarray(mine.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.sendrecv(src=mine, dst=got, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=got, op=nl.add)
+    if me == 0:
+        nl.store(out, acc)
+    return out
+
+
+def test_sendrecv_in_a_register_loop_pauses_every_trip_on_both_cores():
+    a = np.random.default_rng(5).integers(-4, 4, (256, 64)).astype(np.float32)
+    for trips in (0, 1, 3):
+        out, prof = nki.simulate(running_exchange[2], profile=True)(a, np.array([[trips]], np.int32))
+        expected = sum(a[128:] * 2 ** (t + 1) for t in range(trips)) if trips else np.zeros_like(a[128:])
+        np.testing.assert_array_equal(out, expected)  # small integers: exact in float32
+        # each exchange: the cores meet after sending and again after receiving
+        assert len({e.phase for e in prof.timeline}) == 2 * trips + 1
+        assert {e.core for e in prof.timeline} == {0, 1}
+
+
+def test_cores_reaching_a_loop_barrier_unequally_is_an_error():
+    @nki.jit
+    def uneven(a, trips):
+        me = nl.program_id(0)
+        n = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=n, src=trips[me : me + 1, :])
+        reg = nisa.register_alloc(n)
+        t = nl.load(a)
+        for _ in nl.dynamic_range(0, reg):
+            nisa.core_barrier(a, (0, 1))  # <- barrier
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, t)
+        return out
+
+    a = np.ones((128, 4), np.float32)
+    np.testing.assert_array_equal(nki.simulate(uneven[2])(a, np.array([[2], [2]], np.int32)), a)
+    with pytest.raises(ConstraintError, match=r"do not meet at one barrier.*instance 1 ran to the end") as e:
+        nki.simulate(uneven[2])(a, np.array([[2], [1]], np.int32))
+    assert e.value.location.endswith(f":{uneven.fn.__code__.co_firstlineno + 8}")  # the barrier line
+
+
+def test_a_loop_barrier_in_a_launch_over_ranks_is_unsupported():
+    from neuronsim.errors import UnsupportedError
+
+    a = np.zeros((256, 64), np.float32)
+    with pytest.raises(UnsupportedError, match=r"test_spmd.py:\d+.*simulate_ranks"):
+        nki.simulate_ranks(running_exchange[2], 2)({"a": a, "trips": np.array([[1]], np.int32)})

@@ -449,6 +449,32 @@ def gen_scan(g: Gen) -> None:
     g.emit(Opcode.TENSOR_TENSOR_SCAN, g.operand(ON_CHIP, p, nums, write=True), srcs, **imm)
 
 
+CUMULATIVE_DTYPES = frozenset(DType) - {DType.int32, DType.uint32, DType.tfloat32, DType.bool_}
+
+
+def gen_cumulative(g: Gen) -> None:
+    """tensor_scalar_cumulative: a scalar op, then a running fold (reset or loaded accumulator)."""
+    p, nums = g.partitions(), g.free_nums()
+    src = g.operand(ON_CHIP, p, nums, dtypes=CUMULATIVE_DTYPES)
+    srcs = [src]
+    imm = {"op0": g.choice(ARITH), "op1": g.choice([AluOp.add, AluOp.subtract, AluOp.multiply, AluOp.maximum,
+                                                   AluOp.minimum]), "reverse0": g.chance(0.3)}
+    if g.chance(0.4):
+        imm["imm0_is_tile"] = True
+        srcs.append(g.operand(ON_CHIP, p, [1], dtypes={DType.float32}))
+    else:
+        imm["imm0"] = small_float(g)
+    if g.chance(0.5):
+        imm["load"] = True
+        if g.chance(0.5):
+            imm["imm1_is_tile"] = True
+            srcs.append(g.operand(ON_CHIP, p, [1], dtypes={DType.float32}))
+        else:
+            imm["imm1"] = small_float(g)
+    g.emit(Opcode.TENSOR_SCALAR_CUMULATIVE, g.operand(ON_CHIP, p, nums, write=True, dtypes=CUMULATIVE_DTYPES),
+           srcs, **imm)
+
+
 def gen_bn_stats(g: Gen) -> None:
     p = g.partitions()
     g.emit(Opcode.BN_STATS, g.operand(ON_CHIP, p, g.choice([[6], [2, 3]]), write=True),
@@ -674,7 +700,8 @@ def _retarget(g: Gen, at: int) -> None:
 
 def gen_control(g: Gen) -> None:
     """Registers and branches: a load from random integer data and a store, a forward branch on the
-    loaded value around one random instruction, and a counted loop (0..3 trips) around another."""
+    loaded value around one random instruction, and a counted loop (0..3 trips) around another,
+    sometimes with a CORE_BARRIER in it (the run pauses there every trip and is resumed)."""
     body = [op for op in FUZZED if op not in CONTROL_OPS]
     reg = g.r.randrange(4)
     _control(g, Opcode.REGISTER_LOAD, [g.operand([SBUF, HBM], 1, [1], dtypes=INT_DTYPES)], dst_reg=reg)
@@ -689,6 +716,8 @@ def gen_control(g: Gen) -> None:
     _control(g, Opcode.REGISTER_MOVE, dst_reg=counter, src_reg=-1, value=g.r.randint(-1, 1))
     top = _control(g, Opcode.BRANCH, reg=counter, cmp="greater_equal", value=g.r.randint(0, 2), target=0)
     GENERATORS[g.choice(body)](g)
+    if g.chance(0.5):
+        _control(g, Opcode.CORE_BARRIER, barrier=g.r.randrange(3))
     _control(g, Opcode.REGISTER_MOVE, dst_reg=counter, src_reg=counter, value=1)
     _control(g, Opcode.BRANCH, cmp="always", target=top)
     _retarget(g, top)
@@ -711,6 +740,7 @@ GENERATORS = {
     Opcode.SELECT: gen_select,
     Opcode.TENSOR_REDUCE: gen_tensor_reduce,
     Opcode.TENSOR_TENSOR_SCAN: gen_scan,
+    Opcode.TENSOR_SCALAR_CUMULATIVE: gen_cumulative,
     Opcode.BN_STATS: gen_bn_stats,
     Opcode.BN_AGGR: gen_bn_aggr,
     Opcode.MAX8: gen_max8,
@@ -736,6 +766,7 @@ NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz
     Opcode.REGISTER_MOVE: "fuzzed by BRANCH's generator (gen_control)",
     Opcode.REGISTER_LOAD: "fuzzed by BRANCH's generator (gen_control)",
     Opcode.REGISTER_STORE: "fuzzed by BRANCH's generator (gen_control)",
+    Opcode.CORE_BARRIER: "fuzzed by BRANCH's generator (gen_control)",
 }
 FUZZED = sorted(op for op in OPDEFS if op in GENERATORS)
 
@@ -758,12 +789,19 @@ def random_program(r: random.Random, seed: int, length: int | None = None) -> tu
 
 def run_snapshot(program: Program, inputs: dict[str, np.ndarray], executor: str,
                  chip=CHIP) -> dict[str, np.ndarray]:
-    """Every HBM array and every on-chip tensor's bytes after running ``program``."""
+    """Every HBM array and every on-chip tensor's bytes after running ``program`` (resumed after
+    each CORE_BARRIER it pauses at), and where it paused with which registers."""
     arrays = {name: a.copy() for name, a in inputs.items()}
     result = sim.run(program, arrays, chip, executor=executor, uninitialized_memory="zero")
+    pauses = []
+    while result.paused is not None:
+        pauses.append((result.paused.at, result.paused.barrier, *result.paused.registers))
+        result = sim.run(program, arrays, chip, executor=executor, uninitialized_memory="zero",
+                         resume=result.paused)
     core = core_memory(result.prepared.chip)
     placement = result.prepared.placement
     snap = {name: a.reshape(-1).view(np.uint8).copy() for name, a in arrays.items()}
+    snap["(pauses)"] = np.array([v for p in pauses for v in (*p, -1)], np.int64)
     for t in program.tensors:
         if t.memory is not HBM:
             mem = core.sbuf if t.memory is SBUF else core.psum

@@ -14,7 +14,7 @@ from neuronsim.nki.isa.enums import (
     engine,
     nc_version,
 )
-from neuronsim.nki.isa.registers import VirtualRegister, check_no_open_loops  # noqa: F401 (collectives)
+from neuronsim.nki.isa.registers import VirtualRegister, barrier, in_dynamic_loop  # noqa: F401 (collectives)
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import caller_location, current_trace
 from neuronsim.sim.ir import Engine, Memory, Opcode
@@ -22,11 +22,9 @@ from neuronsim.sim.ir import Engine, Memory, Opcode
 
 def core_barrier(data, cores, engine=engine.gpsimd, name=None):
     """Synchronize the cores of an LNC=2 launch: every core finishes what came before before any goes on."""
-    trace = current_trace()
-    check_no_open_loops(trace, "core_barrier")
     if tuple(cores) != (0, 1):
         raise _fail("core_barrier", f"cores={cores}; only (0, 1) is supported")
-    trace.barriers.append(len(trace.records))
+    barrier("core_barrier")
 
 
 def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
@@ -37,12 +35,13 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
     each core DMAs ``src`` into a shared-HBM staging buffer of its rank, the cores meet at a barrier
     (the pipe's synchronization: a new ``core_barrier`` phase), and each DMAs its peer's staging
     buffer into ``dst``. Values are exact; the time is two DMA transfers and the barrier wait
-    (assumed: the hardware's SBUF-to-SBUF path is one transfer).
+    (assumed: the hardware's SBUF-to-SBUF path is one transfer). Inside a loop on a register, the
+    call's staging buffers serve every trip, so the cores meet again after receiving, before either
+    can send the next trip's tile.
     """
     fn = "sendrecv"
     src, dst = _tile(src, "src", fn), _tile(dst, "dst", fn)
     trace = current_trace()
-    check_no_open_loops(trace, fn)
     ranks = trace.grid[0] if trace.grid else 1
     for role, v in (("src", src), ("dst", dst)):
         if v.buf.memory is not Memory.SBUF:
@@ -67,9 +66,11 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
                for r in range(2)]
     trace.exchanges.append((me, send_to_rank, recv_from_rank, location))
     emit(fn, Opcode.DMA_COPY, Engine.DMA, staging[me], (src,), {}, name=name, queue=trace.next_dma_queue())
-    trace.barriers.append(len(trace.records))
+    barrier(fn)
     emit(fn, Opcode.DMA_COPY, Engine.DMA, dst, (staging[recv_from_rank],), {}, name=name,
          queue=trace.next_dma_queue())
+    if in_dynamic_loop(trace):
+        barrier(fn)
 
 
 def get_nc_version():
@@ -113,7 +114,6 @@ def _unsupported(fn: str):
 
 NOT_SIMULATED = (
     "activate2",
-    "tensor_scalar_cumulative",
     "rand_set_state",
     "rand_get_state",
     "rand2",

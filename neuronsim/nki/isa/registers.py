@@ -14,7 +14,7 @@ from __future__ import annotations
 import linecache
 import sys
 
-from neuronsim.errors import ConstraintError, UnsupportedError
+from neuronsim.errors import ConstraintError
 from neuronsim.nki.isa.common import _describe, _fail, _tile, emit
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import LoopFrame, caller_location, current_trace
@@ -222,9 +222,19 @@ def _while_test(reg: VirtualRegister, frame) -> bool:
     return True
 
 
-def check_no_open_loops(trace, fn: str) -> None:
-    """A ``core_barrier``/``sendrecv`` splits the kernel into Programs: not inside a dynamic loop."""
-    if any(f.kind == "dynamic" for f in trace.loops) or trace.open_whiles:
-        raise UnsupportedError(f"nisa.{fn} inside a loop on a register: the simulator splits the kernel into "
-                               f"one Program per {fn} phase, and a dynamic loop cannot span phases",
-                               location=caller_location())
+def in_dynamic_loop(trace) -> bool:
+    """Whether the trace is inside a loop on a register (a barrier there is an instruction: a loop
+    cannot span the Programs that barriers elsewhere split the kernel into)."""
+    return any(f.kind == "dynamic" for f in trace.loops) or bool(trace.open_whiles)
+
+
+def barrier(fn: str) -> None:
+    """The cores meet here: a phase boundary (a new Program), or inside a loop on a register a
+    ``CORE_BARRIER`` instruction, at which each core's run pauses until every core has reached it
+    (``nki/launch.py``)."""
+    trace = current_trace()
+    if in_dynamic_loop(trace):
+        emit(fn, Opcode.CORE_BARRIER, Engine.SYNC, None, (), {"barrier": trace.loop_barriers})
+        trace.loop_barriers += 1
+    else:
+        trace.barriers.append(len(trace.records))

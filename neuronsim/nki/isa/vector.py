@@ -218,6 +218,38 @@ def tensor_scalar_reduce(
     tensor_reduce(reduce_res, reduce_op, flat, axis=tuple(range(1, len(flat.shape))), name=name)
 
 
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None):
+    """``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` along the free dims on VectorE (S16), the
+    accumulator reset by op1 (``reset_reduce``: 0 for add/subtract, 1 for mult, -inf/+inf for
+    max/min) or loaded with ``imm1`` (``load_reduce``). ``imm0``/``imm1``: a float or a [P, 1] fp32
+    tile. ``reduce`` (carrying the accumulator over from an earlier instruction) is not simulated."""
+    fn = "tensor_scalar_cumulative"
+    dst, src = _tile(dst, "dst", fn), _tile(src, "src", fn)
+    if reduce_cmd in (_RC.reduce, "reduce"):
+        raise _fail(fn, "reduce_cmd=reduce continues VectorE's accumulator from an earlier instruction, "
+                    "which is not simulated; use reset_reduce or load_reduce", UnsupportedError)
+    if reduce_cmd not in (_RC.reset_reduce, "reset_reduce", _RC.load_reduce, "load_reduce"):
+        raise _fail(fn, f"reduce_cmd={reduce_cmd} is not one of reset_reduce, reduce, load_reduce")
+    load = reduce_cmd in (_RC.load_reduce, "load_reduce")
+    _same_shape(fn, dst, src, "dst", "src")
+    v0, t0 = _scalar_or_vector(fn, imm0, src, "imm0")
+    srcs, roles = [src], ["src"]
+    imm = {"op0": alu_op(op0, "op0"), "op1": alu_op(op1, "op1"), "imm0": v0, "imm0_is_tile": t0 is not None,
+           "load": load}
+    if t0 is not None:
+        srcs.append(t0)
+        roles.append("imm0")
+    if load:
+        if imm1 is None:
+            raise _fail(fn, "reduce_cmd=load_reduce loads the accumulator from imm1; imm1 is None")
+        v1, t1 = _scalar_or_vector(fn, imm1, src, "imm1")
+        imm.update(imm1=v1, imm1_is_tile=t1 is not None)
+        if t1 is not None:
+            srcs.append(t1)
+            roles.append("imm1")
+    emit(fn, Opcode.TENSOR_SCALAR_CUMULATIVE, Engine.VECTOR, dst, srcs, imm, name=name, roles=roles)
+
+
 def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
     """Scan along the free dim: ``dst[:, i] = (data0[:, i] op0 dst[:, i-1]) op1 data1[:, i]`` on VectorE."""
     fn = "tensor_tensor_scan"

@@ -10,6 +10,10 @@ engine sequencer's 64 physical ones). Every value is a 32-bit two's-complement i
 - ``BRANCH``: go to instruction ``target`` when ``reg[reg] <cmp> rhs`` holds, ``rhs`` being
   ``reg[rhs_reg]`` (``rhs_reg >= 0``) or ``value``; ``cmp`` is ``always`` (an unconditional jump)
   or one of ``BRANCH_CMPS``. Execution goes on at the next instruction otherwise.
+- ``CORE_BARRIER``: the run pauses here (``imm["barrier"]`` names the barrier: the launcher checks
+  every core paused at the same one) and resumes at the next instruction with its registers and
+  on-chip bytes as they were, once every core of the launch has reached it (``nki/launch.py``).
+  A barrier in a loop on a register (a ``sendrecv`` there) is one: a loop cannot span Programs.
 
 The executors hold the registers and the pending jump beside the tensors (Numba: in ``bases``, see
 ``register_slot``), and record each jump taken: a Program with branches has a schedule per path
@@ -40,6 +44,8 @@ _INT32 = int(DType.int32)
 # bases = [tensor bases..., reg[n-1], ..., reg[0], pending jump (target + 1, 0: none), status]
 JUMP_FROM_END = 2
 REG0_FROM_END = 3
+# The status a CORE_BARRIER leaves in the executor's status slot: not an error, a pause.
+STATUS_PAUSED = 4
 
 
 def register_count(instructions) -> int:
@@ -110,6 +116,13 @@ def _check_branch(ins: Instruction, chip: ChipSpec) -> None:
         _require_registers(ins, ("reg", "rhs_reg"), optional=("rhs_reg",))
 
 
+def _check_barrier(ins: Instruction, chip: ChipSpec) -> None:
+    require_operands(ins, 0, dst=False)
+    barrier = ins.imm.get("barrier", 0)
+    require(isinstance(barrier, (int, np.integer)) and barrier >= 0, ins,
+            f"barrier={barrier!r} is not a barrier number")
+
+
 # ---------------------------------------------------------------- costs
 
 
@@ -154,6 +167,10 @@ def _ref_branch(ins: Instruction, mem: RefMemory) -> None:
     b = mem.registers[rhs] if rhs >= 0 else imm.get("value", 0)
     if branch_taken(imm["cmp"], a, b):
         mem.jump = imm["target"]
+
+
+def _ref_barrier(ins: Instruction, mem: RefMemory) -> None:
+    mem.paused = True
 
 
 # ---------------------------------------------------------------- Numba
@@ -234,10 +251,20 @@ def _nb_branch(row, frow, bases):
         bases[bases.size - JUMP_FROM_END] = row[IMM + 4] + 1
 
 
+def _encode_barrier(ins: Instruction):
+    return [int(ins.imm.get("barrier", 0))], []
+
+
+@njit(cache=True)
+def _nb_barrier(row, frow, bases):
+    bases[bases.size - 1] = STATUS_PAUSED
+
+
 
 OPS = [
     OpDef(Opcode.REGISTER_MOVE, _check_move, _cycles, _ref_move, _encode_move, _nb_move),
     OpDef(Opcode.REGISTER_LOAD, _check_load, _load_cycles, _ref_load, _encode_load, _nb_load),
     OpDef(Opcode.REGISTER_STORE, _check_store, _cycles, _ref_store, _encode_store, _nb_store),
     OpDef(Opcode.BRANCH, _check_branch, _cycles, _ref_branch, _encode_branch, _nb_branch),
+    OpDef(Opcode.CORE_BARRIER, _check_barrier, _cycles, _ref_barrier, _encode_barrier, _nb_barrier),
 ]

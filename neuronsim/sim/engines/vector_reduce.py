@@ -1,4 +1,4 @@
-"""VectorE folds: tensor_reduce and tensor_tensor_scan — checks, semantics (numpy reference and
+"""VectorE folds: tensor_reduce, tensor_tensor_scan and tensor_scalar_cumulative — checks, semantics (numpy reference and
 Numba) and costs side by side. The statistics (bn_stats, bn_aggr) are in ``vector_bn.py``, max8 and
 nc_find_index8 in ``vector_top_k.py``.
 
@@ -42,6 +42,7 @@ from neuronsim.sim.engines.common import (
     max_ii,
     require,
     require_alu,
+    require_dtype,
     require_int,
     require_known_immediates,
     require_operands,
@@ -299,7 +300,106 @@ def _nb_scan(row, frow, bases):
             out[p, i] = state
     scatter_f32(row, DST, bases, out)
 
+
+# ---------------------------------------------------------------- tensor_scalar_cumulative
+
+_CUMULATIVE_OPS = frozenset({AluOp.add, AluOp.subtract, AluOp.multiply, AluOp.maximum, AluOp.minimum})
+_CUMULATIVE_IMMEDIATES = frozenset({"op0", "op1", "imm0", "imm0_is_tile", "imm1", "imm1_is_tile", "reverse0",
+                                    "load"})
+# S16: "BF16, FP16, FP32, FP8, UINT8, UINT16, INT8, INT16"; INT32/UINT32 are an ISA limitation
+_CUMULATIVE_DTYPES = frozenset({DType.bfloat16, DType.float16, DType.float32, DType.float8_e4m3,
+                                DType.float8_e4m3fn, DType.float8_e5m2, DType.uint8, DType.uint16,
+                                DType.int8, DType.int16})
+# S16's reset values: 0 for add/subtract, 1 for mult, -inf for max, +inf for min
+_CUMULATIVE_RESET = {AluOp.add: 0.0, AluOp.subtract: 0.0, AluOp.multiply: 1.0, AluOp.maximum: -math.inf,
+                     AluOp.minimum: math.inf}
+
+
+def _check_cumulative(ins: Instruction, chip: ChipSpec) -> None:
+    require_known_immediates(ins, _CUMULATIVE_IMMEDIATES)
+    tiles = int(flag(ins, "imm0_is_tile")) + int(flag(ins, "imm1_is_tile"))
+    require_operands(ins, 1 + tiles)
+    src, dst = ins.srcs[0], ins.dst
+    require_alu(ins, "op0", _SCAN_OPS)
+    require_alu(ins, "op1", _CUMULATIVE_OPS)
+    for role, ap in (("src", src), ("dst", dst)):
+        require_dtype(ins, ap, _CUMULATIVE_DTYPES, role)
+    require_same_shape(ins, dst, src, "dst", "src")
+    names = [name for name in ("imm0", "imm1") if flag(ins, f"{name}_is_tile")]
+    for name, tile in zip(names, ins.srcs[1:], strict=True):
+        require_shape(ins, tile, src.partitions, 1, f"the {name} tile")
+        require_dtype(ins, tile, (DType.float32,), f"the {name} tile")
+    require(flag(ins, "load") or not flag(ins, "imm1_is_tile") and ins.imm.get("imm1") is None, ins,
+            "imm1 (the accumulator's initial value) is read only by load_reduce")
+    require(not flag(ins, "load") or flag(ins, "imm1_is_tile") or isinstance(ins.imm.get("imm1"), (int, float)),
+            ins, "load_reduce needs imm1, the accumulator's initial value")
+    require_vector_free(ins, chip, src, "src")
+
+
+def _cycles_cumulative(ins: Instruction, chip: ChipSpec) -> float:
+    """Assumed (S16 gives no figure): max(MIN_II, N), one pass over the source like tensor_scalar (S23)."""
+    return max_ii(ins.srcs[0].free_size, chip)
+
+
+def _cumulative_scalars(ins: Instruction, mem: RefMemory, parts: int) -> tuple[np.ndarray, np.ndarray]:
+    """imm0 and the accumulator's start per partition (fp32)."""
+    tiles = iter(ins.srcs[1:])
+    imm0 = (mem.read(next(tiles))[:, 0] if flag(ins, "imm0_is_tile")
+            else np.full(parts, np.float32(ins.imm.get("imm0", 0.0)), np.float32))
+    if flag(ins, "load"):
+        start = (mem.read(next(tiles))[:, 0] if flag(ins, "imm1_is_tile")
+                 else np.full(parts, np.float32(ins.imm["imm1"]), np.float32))
+    else:
+        start = np.full(parts, np.float32(_CUMULATIVE_RESET[alu_immediate(ins, "op1")]), np.float32)
+    return imm0, start
+
+
+def _ref_cumulative(ins: Instruction, mem: RefMemory) -> None:
+    """S16: reg = op1(op0(src[i], imm0), reg) (op0(imm0, src[i]) with reverse0); dst[i] = reg. The
+    register is fp32 from one step to the next; dst rounds each value once."""
+    x = mem.read(ins.srcs[0])
+    op0, op1 = alu_immediate(ins, "op0"), alu_immediate(ins, "op1")
+    imm0, reg = _cumulative_scalars(ins, mem, x.shape[0])
+    out = np.empty_like(x)
+    for i in range(x.shape[1]):
+        t = alu_np(op0, imm0, x[:, i]) if flag(ins, "reverse0") else alu_np(op0, x[:, i], imm0)
+        reg = alu_np(op1, t, reg)
+        out[:, i] = reg
+    mem.write(ins.dst, out)
+
+
+def _enc_cumulative(ins: Instruction) -> tuple[list[int], list[float]]:
+    op1 = alu_immediate(ins, "op1")
+    ints = [int(alu_immediate(ins, "op0")), int(op1), int(flag(ins, "reverse0")), int(flag(ins, "imm0_is_tile")),
+            int(flag(ins, "load")), int(flag(ins, "imm1_is_tile"))]
+    start = ins.imm["imm1"] if flag(ins, "load") and not flag(ins, "imm1_is_tile") else _CUMULATIVE_RESET[op1]
+    return ints, [float(ins.imm.get("imm0", 0.0)), float(np.float32(start))]
+
+
+@njit(cache=True)
+def _nb_cumulative(row, frow, bases):
+    op0, op1, rev0, tile0, load, tile1 = (row[IMM], row[IMM + 1], row[IMM + 2], row[IMM + 3], row[IMM + 4],
+                                          row[IMM + 5])
+    x = gather_f32(row, SRC0, bases)
+    parts, n = x.shape
+    imm0 = gather_f32(row, SRC1, bases) if tile0 else np.full((parts, 1), np.float32(frow[0]), np.float32)
+    if load and tile1:
+        start = gather_f32(row, SRC2 if tile0 else SRC1, bases)
+    else:
+        start = np.full((parts, 1), np.float32(frow[1]), np.float32)
+    out = np.empty((parts, n), dtype=np.float32)
+    for p in range(parts):
+        reg = start[p, 0]
+        for i in range(n):
+            t = alu_f32(op0, imm0[p, 0], x[p, i]) if rev0 else alu_f32(op0, x[p, i], imm0[p, 0])
+            reg = alu_f32(op1, t, reg)
+            out[p, i] = reg
+    scatter_f32(row, DST, bases, out)
+
+
 OPS = [
     OpDef(Opcode.TENSOR_REDUCE, _check_reduce, _cycles_reduce, _ref_reduce, _enc_reduce, _nb_reduce),
     OpDef(Opcode.TENSOR_TENSOR_SCAN, _check_scan, _cycles_scan, _ref_scan, _enc_scan, _nb_scan),
+    OpDef(Opcode.TENSOR_SCALAR_CUMULATIVE, _check_cumulative, _cycles_cumulative, _ref_cumulative,
+          _enc_cumulative, _nb_cumulative),
 ]

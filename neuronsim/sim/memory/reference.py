@@ -27,6 +27,7 @@ class RefMemory:
         self.pitch_of_memory = pitch_of_memory
         self.registers: list[int] = []  # the sequencers' 32-bit registers (engines/control.py)
         self.jump: int | None = None  # a branch taken by the last instruction: its target
+        self.paused = False  # the last instruction was a CORE_BARRIER (engines/control.py)
 
     def byte_addresses(self, ap: AccessPattern) -> np.ndarray:
         """Byte offsets [P, N] of every element of ``ap`` in its tensor's buffer."""

@@ -199,8 +199,70 @@ def test_scan_checks():
                op1=AluOp.add)
     rejects(bitvec, ConstraintError, "op0=bitwise_and is not allowed")
 
+
+# ---------------------------------------------------------------- tensor_scalar_cumulative
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_cumulative_follows_the_documented_pseudocode(executor):
+    """S16: reg = op1(op0(src[i], imm0), reg); dst[i] = reg. reset_reduce starts add/subtract at 0,
+    mult at 1, max at -inf, min at +inf; load_reduce at imm1 (here a [P, 1] tile). Note subtract's
+    operand order: reg = t - reg."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 9)).astype(np.float32)
+    start = rng.standard_normal((6, 1)).astype(np.float32)
+
+    def model(op0, op1, imm0, reg):
+        out, reg = np.empty_like(x), reg.astype(np.float32)
+        for i in range(x.shape[1]):
+            reg = op1(op0(x[:, i], np.float32(imm0)).astype(np.float32), reg).astype(np.float32)
+            out[:, i] = reg
+        return out
+    cases = [
+        (AluOp.multiply, AluOp.add, 2.0, {}, np.multiply, np.add, np.zeros(6)),
+        (AluOp.add, AluOp.subtract, 0.5, {}, np.add, np.subtract, np.zeros(6)),
+        (AluOp.subtract, AluOp.maximum, 1.0, {}, np.subtract, np.maximum, np.full(6, -np.inf)),
+        (AluOp.add, AluOp.minimum, 0.0, {}, np.add, np.minimum, np.full(6, np.inf)),
+        (AluOp.multiply, AluOp.multiply, 1.5, {"load": True, "imm1_is_tile": True}, np.multiply, np.multiply,
+         start[:, 0]),
+    ]
+    for op0, op1, imm0, extra, f0, f1, reg in cases:
+        k = OneOp()
+        srcs = [k.load("x", x)] + ([k.load("start", start)] if extra else [])
+        out = k.result("y", x.shape)
+        k.emit(Opcode.TENSOR_SCALAR_CUMULATIVE, out, srcs, op0=op0, op1=op1, imm0=imm0, **extra)
+        assert np.array_equal(k.run(executor)["y"], model(f0, f1, imm0, reg)), (op0, op1)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_cumulative_sum_into_bf16_keeps_the_register_in_fp32(executor):
+    """The register carries fp32 values; only what dst stores is rounded (to bf16 here)."""
+    x = np.full((1, 300), 1.0, np.float32)
+    got = run_one(Opcode.TENSOR_SCALAR_CUMULATIVE, (1, 300), "bfloat16", [x], executor,
+                  op0=AluOp.multiply, op1=AluOp.add, imm0=1.0, load=True, imm1=0.25)
+    want = (0.25 + np.arange(1, 301, dtype=np.float32)).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(got[0], want)
+
+
+def test_cumulative_cost_and_checks():
+    """Assumed: max(MIN_II, N); op1 one of add/subtract/mult/max/min; no 32-bit integers (S16)."""
+    b = ProgramBuilder()
+    t = b.sbuf("t", (128, 100), "bfloat16")
+    assert cycles(b.emit(Opcode.TENSOR_SCALAR_CUMULATIVE, t, [t], op0=AluOp.add, op1=AluOp.add, imm0=0.0)) == 100
+
+    def emit(k, dtype="float32", op1=AluOp.add, **imm):
+        x = k.load("x", np.zeros((4, 8), dtype))
+        k.emit(Opcode.TENSOR_SCALAR_CUMULATIVE, k.result("y", (4, 8), dtype), [x], op0=AluOp.add, op1=op1,
+               imm0=1.0, **imm)
+    rejects(lambda k: emit(k, dtype="int32"), DtypeError, "src dtype int32 is not allowed")
+    rejects(lambda k: emit(k, op1=AluOp.divide), ConstraintError, "op1=divide is not allowed")
+    rejects(lambda k: emit(k, load=True), ConstraintError, "load_reduce needs imm1")
+    rejects(lambda k: emit(k, imm1=2.0), ConstraintError, "imm1 .* is read only by load_reduce")
+    rejects(lambda k: emit(k, imm0_is_tile=True), ConstraintError, "takes 2 source operand")
+
+
 def test_every_opcode_of_this_file_is_registered():
-    assert registered_opcodes(vector_reduce) == {Opcode.TENSOR_REDUCE, Opcode.TENSOR_TENSOR_SCAN}
+    assert registered_opcodes(vector_reduce) == {Opcode.TENSOR_REDUCE, Opcode.TENSOR_TENSOR_SCAN,
+                                                 Opcode.TENSOR_SCALAR_CUMULATIVE}
 
 
 def test_unknown_immediates_are_rejected():
