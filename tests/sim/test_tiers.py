@@ -228,26 +228,3 @@ def test_a_worker_stops_when_its_cache_directory_is_deleted(tmp_path):
     shutil.rmtree(tmp_path / "running")
     assert running.wait(timeout=10) == 0  # its stdin is still open: it left because the cache went
     running.stdin.close()
-
-
-def test_a_worker_runs_below_its_caller_in_the_callers_session():
-    """Linux's autogroup scheduler shares the CPUs equally between sessions and applies nice values
-    only within one, so the worker stays in its caller's session (a session of its own took as much
-    CPU as all the processes it works for) at a lower priority; its own process group keeps a
-    terminal's Ctrl-C, meant for the caller, from stopping it."""
-    import time
-
-    units = tiers._Units()
-    assert units.start_worker()
-    worker = units.worker.pid
-    try:
-        assert os.getsid(worker) == os.getsid(0)
-        assert os.getpgid(worker) == worker != os.getpgid(0)
-        deadline = time.monotonic() + 120
-        ours = min(os.getpriority(os.PRIO_PROCESS, 0), 18)  # (a caller at nice 19 has none lower)
-        while os.getpriority(os.PRIO_PROCESS, worker) <= ours:
-            assert units.worker.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-    finally:
-        units.worker.stdin.close()  # no units: it ends
-        units.worker.wait(timeout=120)
