@@ -590,3 +590,30 @@ def test_tensor_scalar_cumulative_misuse_names_the_line():
         nisa.tensor_scalar_cumulative(t, t, nl.add, nl.add, 0.0, reduce_cmd=nisa.reduce_cmd.load_reduce)  # <- here
         return a
     raises_at(no_start, [x], ConstraintError, "imm1 is None")
+
+
+# ---------------------------------------------------------------- sequence_bounds
+
+def test_sequence_bounds_of_packed_segments():
+    """S16's example through the frontend: int32 ids in, int32 [1, 2, n] bounds out; a multi-row
+    id tile is a located error."""
+    ids = np.array([[0, 1, 1, 2, 2, 2, 0, 3, 3]], np.int32)
+
+    @nki.jit
+    def k(s):
+        out = nl.ndarray((1, 2, s.shape[1]), dtype=s.dtype, buffer=nl.shared_hbm)
+        b = nl.ndarray((1, 2, s.shape[1]), dtype=s.dtype, buffer=nl.sbuf)
+        nisa.sequence_bounds(dst=b, segment_ids=nl.load(s))
+        nl.store(out, b)
+        return out
+
+    got = nki.simulate(k)(ids)
+    assert got.tolist() == [[[9, 1, 1, 3, 3, 3, 9, 7, 7], [-1, 3, 3, 6, 6, 6, -1, 9, 9]]]
+
+    @nki.jit
+    def rows(s):
+        t = nl.load(s)
+        b = nl.ndarray((2, 2, 9), dtype=s.dtype, buffer=nl.sbuf)
+        nisa.sequence_bounds(dst=b, segment_ids=t)  # <- here
+        return s
+    raises_at(rows, [np.zeros((2, 9), np.int32)], ConstraintError, "one partition")

@@ -32,6 +32,7 @@ from neuronsim.nki.isa.gpsimd import (
     local_gather,
     nc_n_gather,
     nonzero_with_count,
+    sequence_bounds,
     tensor_partition_reduce,
     topk,
 )
@@ -127,6 +128,7 @@ __all__ = [
     "register_move",
     "register_store",
     "sendrecv",
+    "sequence_bounds",
     "set_rng_seed",
     "tensor_copy",
     "tensor_copy_predicated",

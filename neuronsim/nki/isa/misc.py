@@ -117,7 +117,6 @@ NOT_SIMULATED = (
     "rand_set_state",
     "rand_get_state",
     "rand2",
-    "sequence_bounds",
 )
 for _fn in NOT_SIMULATED:
     globals()[_fn] = _unsupported(_fn)

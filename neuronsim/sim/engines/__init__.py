@@ -7,6 +7,7 @@ from neuronsim.sim.engines import (
     dma_indirect,
     gpsimd,
     gpsimd_gather,
+    gpsimd_sequence,
     gpsimd_topk,
     mx,
     scalar,
@@ -26,7 +27,7 @@ from neuronsim.sim.engines.common import OpDef
 
 ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
                   vector_top_k, vector_shuffle, vector_range_select, vector_exp, vector_rng, scalar, gpsimd,
-                  gpsimd_gather, gpsimd_topk, dma, dma_indirect, dma_compute, mx, control)
+                  gpsimd_gather, gpsimd_topk, gpsimd_sequence, dma, dma_indirect, dma_compute, mx, control)
 
 
 def _collect() -> dict:
