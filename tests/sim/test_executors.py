@@ -780,6 +780,7 @@ NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz
     Opcode.QUANTIZE_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
     Opcode.NC_MATMUL_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
     Opcode.EXPONENTIAL: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
+    Opcode.RAND2: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
     Opcode.REGISTER_MOVE: "fuzzed by BRANCH's generator (gen_control)",
     Opcode.REGISTER_LOAD: "fuzzed by BRANCH's generator (gen_control)",
     Opcode.REGISTER_STORE: "fuzzed by BRANCH's generator (gen_control)",

@@ -10,7 +10,6 @@ than TensorE reads it (the accumulation group is evicted).
 
 from neuronsim.errors import ConstraintError as NkiValidationError
 from neuronsim.nki.isa import constants as constants  # nki.isa.constants (a module)
-from neuronsim.nki.isa import misc as _misc
 from neuronsim.nki.isa.dma import dma_compute, dma_copy, dma_transpose
 from neuronsim.nki.isa.enums import (
     dge_mode,
@@ -51,7 +50,8 @@ from neuronsim.nki.isa.registers import (
     register_move,
     register_store,
 )
-from neuronsim.nki.isa.scalar import activation, activation_reduce
+from neuronsim.nki.isa.scalar import activate2, activation, activation_reduce
+from neuronsim.nki.isa.xorwow import rand2, rand_get_state, rand_set_state
 from neuronsim.nki.isa.tensor import nc_matmul, nc_transpose
 from neuronsim.nki.isa.vector import (
     bn_aggr,
@@ -77,12 +77,12 @@ from neuronsim.nki.isa.vector import (
 )
 from neuronsim.nki.isa.vector_select import nc_match_replace8, nc_stream_shuffle, range_select
 
-globals().update({_name: getattr(_misc, _name) for _name in _misc.NOT_SIMULATED})  # raise UnsupportedError
 
 __all__ = [
     "NkiInstruction",
     "NkiValidationError",
     "VirtualRegister",
+    "activate2",
     "activation",
     "activation_reduce",
     "affine_select",
@@ -116,6 +116,9 @@ __all__ = [
     "nonzero_with_count",
     "oob_mode",
     "quantize_mx",
+    "rand2",
+    "rand_get_state",
+    "rand_set_state",
     "range_select",
     "reciprocal",
     "reduce_cmd",
@@ -143,5 +146,4 @@ __all__ = [
     "topk",
     "unknown_engine",
     "vector_engine",
-    *_misc.NOT_SIMULATED,
 ]
