@@ -156,6 +156,9 @@ def test_x4_placeholders_made_by_name_carry_their_format():
     # str(dtype) is the name, as AWS's neuron_dtypes shows it (mx_torch_common.quantize_to_mx selects by it)
     assert str(placeholder.dtype) == "float8_e4m3fn_x4" and host_mx_name(placeholder.dtype) == "float8_e4m3fn_x4"
     assert str(np.dtype([("a", np.uint32)])) == "[('a', '<u4')]"  # other records print as before
+    # the library's is_mx_quantize(arr.dtype): `dtype in [nl.float8_e5m2_x4, ...]` (each nl dtype's ==)
+    assert placeholder.dtype in [nl.float8_e5m2_x4, nl.float8_e4m3fn_x4]
+    assert nl.float8_e5m2_x4 != placeholder.dtype and placeholder.dtype not in [nl.float4_e2m1fn_x4]
     x = np.random.default_rng(3).standard_normal((32, 16)).astype(ml_dtypes.bfloat16)
     data, scale = nki.simulate(quantize_into_placeholder, chip="trn3")(x, placeholder, np.zeros((32, 4), np.uint8))
     assert host_mx_name(data.dtype) == "float8_e4m3fn_x4"
