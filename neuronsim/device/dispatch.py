@@ -31,7 +31,37 @@ class NativeKernel(Protocol):
         return ``NotImplemented`` to let the op fall back to the host."""
 
 
-NATIVE_KERNELS: dict[torch._ops.OpOverload, NativeKernel] = {}
+class _Registry(dict):
+    """op -> native kernel, with a copy keyed by the op's name: ``OpOverload.__hash__`` is Python
+    code, and the chokepoint looks a kernel up on every call (the name, a str, hashes in C)."""
+
+    def __init__(self):
+        super().__init__()
+        self.by_name: dict[str, NativeKernel] = {}
+
+    def __setitem__(self, op, kernel):
+        super().__setitem__(op, kernel)
+        self.by_name[op._name] = kernel
+
+    def __delitem__(self, op):
+        super().__delitem__(op)
+        del self.by_name[op._name]
+
+    def pop(self, op, *default):
+        self.by_name.pop(op._name, None)
+        return super().pop(op, *default)
+
+    def clear(self):
+        super().clear()
+        self.by_name.clear()
+
+    def update(self, other=(), **more):
+        for op, kernel in dict(other, **more).items():
+            self[op] = kernel
+
+
+NATIVE_KERNELS: dict[torch._ops.OpOverload, NativeKernel] = _Registry()
+_BY_NAME = NATIVE_KERNELS.by_name
 
 
 def register_native_kernel(op: torch._ops.OpOverload, kernel: NativeKernel) -> None:
@@ -47,11 +77,12 @@ def execute(op: torch._ops.OpOverload, *args, **kwargs):
         if hbm.several_devices and not on_one_device(op, args, kwargs):
             # (Only one device in use, the common case: nothing to compare.)
             return _foreach_per_device(op, args, kwargs)
-        native = NATIVE_KERNELS.get(op)
+        name = op._name
+        native = _BY_NAME.get(name)
         if native is not None:
             result = native(op, args, kwargs)
             if result is not NotImplemented:
-                tracking.record_native(op.name())
+                tracking.record_native(name)
                 return result
         plan = plan_for(op)
         if not plan.host_kernel:

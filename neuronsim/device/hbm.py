@@ -1,14 +1,16 @@
 """Simulated HBM of each logical NeuronCore: capacity, live bytes, CUDA-style statistics, OOM.
 
 Device tensors live in host memory, so HBM is enforced by accounting: every neuron storage is
-charged when it is made and released by a weakref callback when its StorageImpl dies (torch keeps
-a storage's Python object alive exactly as long as the StorageImpl). A charge that would pass the
+charged when it is made and released when its StorageImpl dies — by its deleter for the storages
+the device's C++ library makes (``memory.py``), by a weakref callback for a CPU tensor's storage
+adopted in Python (torch keeps a storage's Python object alive exactly as long as the StorageImpl). A charge that would pass the
 capacity raises :class:`~neuronsim.errors.HbmCapacityError` before anything changes, so every
 tensor allocated before it is intact.
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import weakref
 
@@ -33,101 +35,72 @@ def format_bytes(n: int) -> str:
 
 
 class HbmLedger:
-    """Live bytes and allocation counts of one device, with peaks and running totals."""
+    """Live bytes and allocation counts of one device, with peaks and running totals.
+
+    The counters are the device's C++ library's (``cpp/neuron_memory.cpp``): fresh tensors made
+    there are charged and released there; a storage made in Python (:meth:`charge`) is released by
+    a weakref callback."""
 
     def __init__(self, index: int):
+        from neuronsim.device import cpp
+
         self.index = index
-        self._lock = threading.RLock()  # re-entrant: a GC-triggered release can run while charging
+        self._lib = cpp.load()
+        self.handle = self._lib.neuronsim_ledger_new()  # what memory.py's allocations charge
+        self._lock = threading.Lock()
         # id of each live weakref -> (the weakref, its bytes): by id, as a numpy array (what a
-        # fresh device tensor's storage owns, memory.py) is unhashable, and so is a weakref to it
+        # device storage may own) is unhashable, and so is a weakref to it
         self._live: dict[int, tuple[weakref.ref, int]] = {}
-        # [pool][metric] for bytes and for allocation counts; pool 0 is "all".
-        self._bytes = [[0, 0, 0, 0] for _ in POOLS]
-        self._count = [[0, 0, 0, 0] for _ in POOLS]
         self.num_ooms = 0
+
+    def _table(self) -> tuple[list[list[int]], list[list[int]]]:
+        """([pool][metric] bytes, [pool][metric] counts); pool 0 is "all"."""
+        out = (ctypes.c_int64 * 24)()
+        self._lib.neuronsim_ledger_read(self.handle, out)
+        values = list(out)
+        rows = [values[i:i + 4] for i in range(0, 24, 4)]
+        return rows[:3], rows[3:]
 
     @property
     def allocated_bytes(self) -> int:
-        return self._bytes[0][_CUR]
+        return self._lib.neuronsim_ledger_current(self.handle)
 
     @property
     def peak_bytes(self) -> int:
-        return self._bytes[0][_PEAK]
+        return self._table()[0][0][_PEAK]
 
     def check(self, nbytes: int) -> None:
         capacity = settings.hbm_capacity_bytes()
-        allocated = self._bytes[0][_CUR]
+        allocated = self.allocated_bytes
         if allocated + nbytes > capacity:
             self.num_ooms += 1
             raise HbmCapacityError(self._oom_message(nbytes, allocated, capacity))
 
     def charge(self, storage, nbytes: int | None = None) -> None:
-        """Charge a new storage, released when it dies (or the host array a new storage owns: it
-        dies with the storage); ``nbytes``: its size, when the caller knows it."""
+        """Charge a new storage made in Python, released when it dies (or the host array a new
+        storage owns: it dies with the storage); ``nbytes``: its size, when the caller knows it."""
         if nbytes is None:
             nbytes = storage.nbytes()
         if nbytes == 0:
             return
-        # Every device allocation runs this (a cached native op's outputs too): the four rows it
-        # moves are spelled out, no loop over tuples made per call.
-        all_bytes, all_count = self._bytes[0], self._count[0]
-        if nbytes >= LARGE_POOL_MIN_BYTES:
-            pool_bytes, pool_count = self._bytes[1], self._count[1]
-        else:
-            pool_bytes, pool_count = self._bytes[2], self._count[2]
+        if not self._lib.neuronsim_ledger_charge(self.handle, nbytes, settings.hbm_capacity_bytes()):
+            self.check(nbytes)  # raises; refused charges change nothing
+        ref = weakref.ref(storage, self._release)
         with self._lock:
-            self.check(nbytes)
-            ref = weakref.ref(storage, self._release)
             self._live[id(ref)] = (ref, nbytes)
-            cur = all_bytes[_CUR] = all_bytes[_CUR] + nbytes
-            all_bytes[_ALLOC] += nbytes
-            if cur > all_bytes[_PEAK]:
-                all_bytes[_PEAK] = cur
-            cur = pool_bytes[_CUR] = pool_bytes[_CUR] + nbytes
-            pool_bytes[_ALLOC] += nbytes
-            if cur > pool_bytes[_PEAK]:
-                pool_bytes[_PEAK] = cur
-            cur = all_count[_CUR] = all_count[_CUR] + 1
-            all_count[_ALLOC] += 1
-            if cur > all_count[_PEAK]:
-                all_count[_PEAK] = cur
-            cur = pool_count[_CUR] = pool_count[_CUR] + 1
-            pool_count[_ALLOC] += 1
-            if cur > pool_count[_PEAK]:
-                pool_count[_PEAK] = cur
 
     def _release(self, ref: weakref.ref) -> None:
         with self._lock:
             found = self._live.pop(id(ref), None)
-            if found is None:
-                return
-            nbytes = found[1]
-            pool = 1 if nbytes >= LARGE_POOL_MIN_BYTES else 2
-            row = self._bytes[0]
-            row[_CUR] -= nbytes
-            row[_FREED] += nbytes
-            row = self._bytes[pool]
-            row[_CUR] -= nbytes
-            row[_FREED] += nbytes
-            row = self._count[0]
-            row[_CUR] -= 1
-            row[_FREED] += 1
-            row = self._count[pool]
-            row[_CUR] -= 1
-            row[_FREED] += 1
+        if found is not None:
+            self._lib.neuronsim_ledger_release(self.handle, found[1])
 
     def reset_peak(self) -> None:
-        with self._lock:
-            for table in (self._bytes, self._count):
-                for row in table:
-                    row[_PEAK] = row[_CUR]
+        self._lib.neuronsim_ledger_reset_peak(self.handle)
 
     def reset_accumulated(self) -> None:
-        with self._lock:
-            for table in (self._bytes, self._count):
-                for row in table:
-                    row[_ALLOC] = row[_FREED] = 0
-            self.num_ooms = 0
+        self._lib.neuronsim_ledger_reset_accumulated(self.handle)
+        self.num_ooms = 0
 
     def stats(self) -> dict[str, int]:
         """CUDA-style flat keys (``allocated_bytes.all.current`` ...), sorted like torch's.
@@ -135,18 +108,18 @@ class HbmLedger:
         There is no caching allocator: every storage is its own segment, so reserved == allocated
         == active and nothing is inactive; TorchNeuron guarantees reserved >= allocated >= active.
         """
-        with self._lock:
-            out: dict[str, int] = {}
-            for p, pool in enumerate(POOLS):
-                for m, metric in enumerate(METRICS):
-                    nbytes, count = self._bytes[p][m], self._count[p][m]
-                    for name in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"):
-                        out[f"{name}.{pool}.{metric}"] = nbytes
-                    for name in ("allocation", "segment", "active"):
-                        out[f"{name}.{pool}.{metric}"] = count
-                    out[f"inactive_split.{pool}.{metric}"] = 0
-                    out[f"inactive_split_bytes.{pool}.{metric}"] = 0
-            alloc_calls, free_calls = self._count[0][_ALLOC], self._count[0][_FREED]
+        byte_rows, count_rows = self._table()
+        out: dict[str, int] = {}
+        for p, pool in enumerate(POOLS):
+            for m, metric in enumerate(METRICS):
+                nbytes, count = byte_rows[p][m], count_rows[p][m]
+                for name in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"):
+                    out[f"{name}.{pool}.{metric}"] = nbytes
+                for name in ("allocation", "segment", "active"):
+                    out[f"{name}.{pool}.{metric}"] = count
+                out[f"inactive_split.{pool}.{metric}"] = 0
+                out[f"inactive_split_bytes.{pool}.{metric}"] = 0
+        alloc_calls, free_calls = count_rows[0][_ALLOC], count_rows[0][_FREED]
         out.update(
             num_alloc_retries=0,
             num_ooms=self.num_ooms,

@@ -3,17 +3,17 @@
 A CPU tensor exported with DLPack, its device field rewritten from kDLCPU to kDLExtDev (which torch
 maps to PrivateUse1) and imported again is a storage-backed ``neuron`` tensor over the same bytes;
 torch's DLPack context keeps the CPU owner alive until the neuron storage dies. The reverse relabel
-gives a CPU view of a neuron tensor. Both are zero-copy. Allocation charges the HBM ledger.
+gives a CPU view of a neuron tensor. Both are zero-copy. Fresh device memory is made by the
+device's C++ library (:func:`empty_strided`). Allocation charges the HBM ledger.
 """
 
 from __future__ import annotations
 
 import ctypes
 
-import numpy as np
 import torch
 
-from neuronsim.device import hbm
+from neuronsim.device import hbm, settings
 
 _KDL_CPU = 1
 _KDL_EXT_DEV = 12  # torch maps DLPack's kDLExtDev to PrivateUse1
@@ -70,60 +70,80 @@ def _exportable(host: torch.Tensor) -> torch.Tensor:
     return host.resolve_conj().resolve_neg()
 
 
-def empty_strided(size, stride, dtype: torch.dtype, index: int, nbytes: int | None = None,
-                  contiguous: bool = False) -> torch.Tensor:
+def empty_strided(size, stride, dtype: torch.dtype, index: int, nbytes: int | None = None) -> torch.Tensor:
     """Allocate a neuron tensor; checks the HBM budget before touching host memory. ``nbytes``:
-    its storage bytes when the caller knows it (a cached kernel's outputs); ``contiguous``: the
-    caller knows ``stride`` is ``size``'s row-major one."""
+    its storage bytes when the caller knows it (a cached kernel's outputs)."""
     if nbytes is None:
         nbytes = storage_bytes(size, stride, dtype)
     ledger = hbm.ledger(index)
+    scalar_type = _scalar_types().get(dtype)
+    if scalar_type is not None:
+        t = _empty(ledger.handle, settings.hbm_capacity_bytes(), index, scalar_type, size, stride, nbytes)
+        if t is not None:
+            return t
+        # over capacity (check raises), or the host had no memory (torch's route raises its error)
     ledger.check(nbytes)
-    as_numpy = _NUMPY_DTYPES.get(dtype) if contiguous and nbytes else None
-    if as_numpy is not None:
-        return _fresh_from_numpy(size, as_numpy, index, ledger, nbytes)
     t = _relabel(torch.empty_strided(size, stride, dtype=dtype), _KDL_EXT_DEV | (index << 32))
     ledger.charge(t.untyped_storage(), nbytes)  # a fresh CPU tensor always exports (adopt's retry is moot)
     return t
 
 
+def fresh_outputs(specs: tuple, index: int) -> list[torch.Tensor]:
+    """New neuron tensors for a cached kernel's outputs: ``specs`` is :func:`output_specs`'s."""
+    ledger = hbm.ledger(index)
+    capacity = settings.hbm_capacity_bytes()
+    out = []
+    for size, stride, scalar_type, nbytes, dtype in specs:
+        t = None if scalar_type is None else _empty(ledger.handle, capacity, index, scalar_type, size, stride, nbytes)
+        out.append(empty_strided(size, stride, dtype, index, nbytes) if t is None else t)
+    return out
+
+
+def output_specs(shapes) -> tuple:
+    """What :func:`fresh_outputs` takes for outputs of ``shapes``: (size, stride, dtype, nbytes)."""
+    numbers = _scalar_types()
+    return tuple((tuple(size), tuple(stride), numbers.get(dtype), nbytes, dtype)
+                 for size, stride, dtype, nbytes in shapes)
+
+
 def empty(size, dtype: torch.dtype, index: int) -> torch.Tensor:
     """A contiguous neuron tensor."""
-    numel = 1
-    for s in size:
-        numel *= s
-    nbytes = numel * dtype.itemsize
-    ledger = hbm.ledger(index)
-    ledger.check(nbytes)
-    as_numpy = _NUMPY_DTYPES.get(dtype) if nbytes else None
-    if as_numpy is not None:
-        return _fresh_from_numpy(tuple(size), as_numpy, index, ledger, nbytes)
-    t = _relabel(torch.empty(size, dtype=dtype), _KDL_EXT_DEV | (index << 32))
-    ledger.charge(t.untyped_storage(), nbytes)
-    return t
+    strides, step = [], 1
+    for s in reversed(size):
+        strides.append(step)
+        step *= max(s, 1)
+    strides.reverse()
+    return empty_strided(size, strides, dtype, index, step * dtype.itemsize if all(size) else 0)
 
 
-# Fresh contiguous host memory of these dtypes comes from numpy, exported through DLPack straight
-# to the device (no CPU tensor to make and export first): half the cost of the torch route, which
-# every cached native op's output pays. The ledger follows the numpy array, which the device
-# storage owns and frees with it (no Python storage object to make and keep). Other dtypes
-# (bfloat16, the fp8 types) take the torch route.
-_NUMPY_DTYPES = {
-    torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16,
-    torch.int64: np.int64, torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8,
-    torch.uint8: np.uint8, torch.bool: np.bool_, torch.complex64: np.complex64,
-    torch.complex128: np.complex128,
+# Fresh device memory comes from the device's C++ library (cpp/neuron_memory.cpp): one call makes
+# the storage, charges the ledger and wraps the tensor, and the storage's deleter releases it — a
+# third of the DLPack route's cost, which every cached native op's output pays. It takes c10's
+# ScalarType numbers, matched to torch dtypes by c10's names (no enum value assumed); a dtype not
+# matched takes the torch route.
+_C10_NAMES = {
+    torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+    torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
+    torch.bool: "Bool", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+    torch.float8_e4m3fn: "Float8_e4m3fn", torch.float8_e5m2: "Float8_e5m2",
 }
+_scalar_type_numbers: dict[torch.dtype, int] | None = None
+_empty = None
 
 
-def _fresh_from_numpy(size, dtype, index: int, ledger: hbm.HbmLedger, nbytes: int) -> torch.Tensor:
-    host = np.empty(size, dtype)
-    capsule = host.__dlpack__()
-    _int64_at(_int64_at(id(capsule) + _POINTER_OFFSET).value + _DEVICE_FIELD_OFFSET).value = \
-        _KDL_EXT_DEV | (index << 32)
-    t = _from_dlpack(capsule)
-    ledger.charge(host, nbytes)
-    return t
+def _scalar_types() -> dict[torch.dtype, int]:
+    global _scalar_type_numbers, _empty
+    if _scalar_type_numbers is None:
+        from neuronsim.device import cpp
+
+        library = cpp.load()
+        numbers, i = {}, 0
+        while name := library.neuronsim_scalar_type_name(i):
+            numbers[name.decode()] = i
+            i += 1
+        _empty = library.neuronsim_empty
+        _scalar_type_numbers = {d: numbers[n] for d, n in _C10_NAMES.items() if n in numbers}
+    return _scalar_type_numbers
 
 
 def storage_bytes(size, stride, dtype: torch.dtype) -> int:

@@ -130,3 +130,26 @@ def test_clock_ring_keeps_the_newest_records():
     assert device_clock.host_bytes_to_device == 40
     device_clock.reset()
     assert device_clock.events() == [] and device_clock.now_ns == 0
+
+
+def test_the_registry_by_name_follows_every_change_to_the_op_keyed_table(no_native_kernels):
+    """The chokepoint looks kernels up by op name (``OpOverload.__hash__`` is Python): the name
+    table must follow registration, removal, clear and update of the op-keyed one."""
+    registry = dispatch.NATIVE_KERNELS
+
+    def kernel(op, args, kwargs):
+        return NotImplemented
+
+    dispatch.register_native_kernel(aten.mul.Tensor, kernel)
+    assert registry.by_name == {"aten::mul.Tensor": kernel}
+    saved = dict(registry)
+    dispatch.unregister_native_kernel(aten.mul.Tensor)
+    assert registry.by_name == {}
+    registry.update(saved)
+    assert registry.by_name == {"aten::mul.Tensor": kernel}
+    a = torch.ones(3, device="neuron")
+    torch.neuron.clear_op_tracking()
+    a * a  # the kernel declines: the host computes it
+    assert torch.neuron.get_fallback_ops() == ["aten::mul.Tensor"]
+    del registry[aten.mul.Tensor]
+    assert registry.by_name == {}

@@ -155,7 +155,7 @@ def test_fresh_contiguous_device_memory_has_torchs_layout_and_is_charged(dtype, 
     expected = torch.empty(size, dtype=dtype)
     ledger = hbm.ledger(0)
     before = ledger.allocated_bytes
-    t = memory.empty_strided(size, expected.stride(), dtype, 0, expected.nbytes, contiguous=True)
+    t = memory.empty_strided(size, expected.stride(), dtype, 0, expected.nbytes)
     assert (t.device, t.dtype, t.shape, t.stride()) == (torch.device("neuron:0"), dtype, expected.shape,
                                                         expected.stride())
     assert ledger.allocated_bytes - before == t.untyped_storage().nbytes() == expected.nbytes

@@ -115,6 +115,43 @@ def test_each_pool_counts_its_own_bytes_counts_and_peaks():
     del small
 
 
+@pytest.mark.parametrize("size, stride", [((3, 4), (1, 3)), ((2, 3), (8, 2)), ((5, 2), (0, 1)), ((0, 3), (3, 1)),
+                                          ((), ())])
+def test_fresh_device_memory_of_any_layout_is_charged_and_released_on_any_thread(size, stride):
+    """Fresh storages come from the device's C++ library: torch's layout, the view's extent charged,
+    and the bytes given back when the storage dies, also on another thread (autograd's)."""
+    import threading
+
+    gc.collect()
+    before = torch.neuron.memory_allocated()
+    t = memory.empty_strided(size, stride, torch.float32, 0)
+    assert (t.device, t.shape, t.stride(), t.storage_offset()) == (torch.device("neuron:0"), size, stride, 0)
+    nbytes = memory.storage_bytes(size, stride, torch.float32)
+    assert t.untyped_storage().nbytes() == nbytes
+    assert torch.neuron.memory_allocated() == before + nbytes
+    holder = [t]
+    del t
+    thread = threading.Thread(target=holder.clear)
+    thread.start()
+    thread.join()
+    assert torch.neuron.memory_allocated() == before
+
+
+def test_peaks_are_of_the_total_of_storages_made_in_cpp_and_adopted_in_python():
+    gc.collect()
+    before = torch.neuron.memory_allocated()
+    torch.neuron.reset_peak_memory_stats()
+    made = memory.empty((1000,), torch.float32, 0)  # the C++ route
+    adopted = memory.adopt(torch.ones(500), 0)  # a CPU tensor's storage, released by a weakref
+    assert torch.neuron.max_memory_allocated() == before + 6000
+    del made
+    assert torch.neuron.memory_allocated() == before + 2000
+    assert torch.neuron.max_memory_allocated() == before + 6000
+    del adopted
+    gc.collect()
+    assert torch.neuron.memory_allocated() == before
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_storage_bytes_is_the_extent_of_the_view(seed):
     """Bytes from the first to one past the last element, 0 for an empty view: as the strided

@@ -1,9 +1,11 @@
-"""The device's C++ support library (``neuron_device.cpp``), built at first use and loaded with ctypes.
+"""The device's C++ support library (``neuron_device.cpp``, ``neuron_memory.cpp``), built at first
+use and loaded with ctypes.
 
 :func:`install` registers its PrivateUse1 device guard (every logical core a device to autograd,
 streams and events) and its ``Tensor.set_data`` across cpu and neuron, before the Python backend
 registers anything else. The device layer tells the guard the device count (and again when it
-changes); events read a core's simulated clock through a callback.
+changes); events read a core's simulated clock through a callback. :func:`load` only loads it: the
+HBM ledger's counters and fresh device tensors (``memory.py``, ``hbm.py``) need nothing registered.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from neuronsim.errors import NativeBuildError
 _CLOCK = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int)
 
 _lock = threading.Lock()
-_library: ctypes.PyDLL | None = None
+_library: ctypes.PyDLL | None = None  # loaded and installed
+_loaded: ctypes.PyDLL | None = None  # loaded
 _callbacks: tuple = ()  # kept alive as long as the library may call them
 
 
@@ -27,23 +30,34 @@ def _clock_ns(index: int) -> float:
     return clock.clock(index).now_ns
 
 
+def load() -> ctypes.PyDLL:
+    """Build (once per torch version, cached) and load the library; nothing is registered. Raises
+    :class:`~neuronsim.errors.NativeBuildError` when it cannot."""
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            from neuronsim.device.cpp import build
+
+            path = build.build()
+            try:
+                # PyDLL: calls keep the GIL (they are a few instructions), and the library's callbacks
+                # into Python take it when torch calls them from its own threads.
+                library = ctypes.PyDLL(str(path))
+            except OSError as exc:
+                raise NativeBuildError(f"loading the device's C++ library {path} failed: {exc}") from exc
+            _declare(library)
+            _loaded = library
+        return _loaded
+
+
 def install(device_count: int) -> ctypes.PyDLL:
-    """Build (once per torch version, cached) and load the library, and register its guard and
-    set_data hooks. Raises :class:`~neuronsim.errors.NativeBuildError` when it cannot."""
+    """:func:`load`, then register the library's guard and set_data hooks. Raises
+    :class:`~neuronsim.errors.NativeBuildError` when it cannot."""
     global _library, _callbacks
+    library = load()
     with _lock:
         if _library is not None:
             return _library
-        from neuronsim.device.cpp import build
-
-        path = build.build()
-        try:
-            # PyDLL: calls keep the GIL (they are a few instructions), and the library's callbacks
-            # into Python take it when torch calls them from its own threads.
-            library = ctypes.PyDLL(str(path))
-        except OSError as exc:
-            raise NativeBuildError(f"loading the device's C++ library {path} failed: {exc}") from exc
-        _declare(library)
         callbacks = (_CLOCK(_clock_ns),)
         status = library.neuronsim_install(device_count, *callbacks)
         if status != 0:
@@ -68,6 +82,24 @@ def _declare(library: ctypes.PyDLL) -> None:
     library.neuronsim_set_device.restype = None
     library.neuronsim_shallow_copy_compatible.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
     library.neuronsim_shallow_copy_compatible.restype = ctypes.c_int
+    pointer, i64, obj = ctypes.c_void_p, ctypes.c_int64, ctypes.py_object
+    library.neuronsim_ledger_new.argtypes = []
+    library.neuronsim_ledger_new.restype = pointer
+    library.neuronsim_ledger_charge.argtypes = [pointer, i64, i64]
+    library.neuronsim_ledger_charge.restype = ctypes.c_int
+    library.neuronsim_ledger_release.argtypes = [pointer, i64]
+    library.neuronsim_ledger_release.restype = None
+    library.neuronsim_ledger_current.argtypes = [pointer]
+    library.neuronsim_ledger_current.restype = i64
+    library.neuronsim_ledger_read.argtypes = [pointer, ctypes.POINTER(i64)]
+    library.neuronsim_ledger_read.restype = None
+    for name in ("neuronsim_ledger_reset_peak", "neuronsim_ledger_reset_accumulated"):
+        getattr(library, name).argtypes = [pointer]
+        getattr(library, name).restype = None
+    library.neuronsim_scalar_type_name.argtypes = [ctypes.c_int]
+    library.neuronsim_scalar_type_name.restype = ctypes.c_char_p
+    library.neuronsim_empty.argtypes = [pointer, i64, ctypes.c_int, ctypes.c_int, obj, obj, i64]
+    library.neuronsim_empty.restype = obj
 
 
 def library() -> ctypes.PyDLL | None:

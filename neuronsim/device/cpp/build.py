@@ -1,8 +1,9 @@
-"""Build ``neuron_device.cpp`` with the system C++ compiler once per torch version and source, cached.
+"""Build the device's C++ library (``neuron_device.cpp``, ``neuron_memory.cpp``) with the system C++
+compiler once per torch version and source, cached.
 
 The library is compiled against the installed torch's own headers (its wheel ships them) and
-links its libc10/libtorch_cpu, so it always matches the torch in use. The cache key is the torch
-version, the C++ ABI flag, the compiler and the source's hash; a library is written under a
+links its libc10/libtorch_cpu/libtorch_python, so it always matches the torch in use. The cache key
+is the torch version, the C++ ABI flag, the compiler and the sources' hash; a library is written under a
 temporary name and renamed into place while holding a file lock, so processes starting together
 (torchrun's ranks on a fresh machine) build it once and never load a half-written file.
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from neuronsim import env
 from neuronsim.errors import NativeBuildError
 
-SOURCE = Path(__file__).with_name("neuron_device.cpp")
+SOURCES = (Path(__file__).with_name("neuron_device.cpp"), Path(__file__).with_name("neuron_memory.cpp"))
 COMPILE_TIMEOUT_S = 600  # a cold compile takes a few seconds; a loaded CI machine, much longer
 _COMPILERS = ("g++", "c++", "clang++")
 
@@ -59,8 +60,8 @@ def find_compiler() -> str:
 def _why() -> str:
     return (
         "The neuron device needs its small C++ support library (a multi-device guard and "
-        "Tensor.set_data across cpu and neuron), compiled once per torch version from "
-        f"{SOURCE.name} against torch's headers and cached in {cache_dir()}."
+        "Tensor.set_data across cpu and neuron, fresh device memory and the HBM ledger), compiled "
+        f"once per torch version from {_names()} against torch's headers and cached in {cache_dir()}."
     )
 
 
@@ -75,7 +76,9 @@ def library_path(compiler: str) -> Path:
     import torch
 
     include, lib, abi = _torch_paths()
-    h = hashlib.sha256(SOURCE.read_bytes())
+    h = hashlib.sha256()
+    for source in SOURCES:
+        h.update(source.read_bytes())
     for part in (torch.__version__, str(abi), compiler, str(include)):
         h.update(b"\0" + part.encode())
     return cache_dir() / f"neuron_device-torch{torch.__version__}-{h.hexdigest()[:16]}.so"
@@ -101,20 +104,24 @@ def _compile(compiler: str, target: Path) -> None:
     os.close(fd)
     command = [
         compiler, "-O2", "-std=c++20", "-shared", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",
-        "-I", str(include), str(SOURCE), "-o", partial,
-        "-L", str(lib), "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{lib}",
+        "-I", str(include), *map(str, SOURCES), "-o", partial,
+        "-L", str(lib), "-lc10", "-ltorch_cpu", "-ltorch_python", f"-Wl,-rpath,{lib}",
     ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         os.unlink(partial)
-        raise NativeBuildError(f"compiling {SOURCE.name} with {compiler} failed: {exc}. {_why()}") from exc
+        raise NativeBuildError(f"compiling {_names()} with {compiler} failed: {exc}. {_why()}") from exc
     if done.returncode != 0:
         os.unlink(partial)
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-20:])
         raise NativeBuildError(
-            f"compiling {SOURCE.name} with {compiler} failed (exit status {done.returncode}). "
+            f"compiling {_names()} with {compiler} failed (exit status {done.returncode}). "
             f"{_why()}\n$ {' '.join(command)}\n{tail}"
         )
     os.chmod(partial, 0o755)  # (mkstemp made it private; the cache may be shared)
     os.replace(partial, target)
+
+
+def _names() -> str:
+    return " and ".join(source.name for source in SOURCES)

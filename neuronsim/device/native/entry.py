@@ -88,9 +88,9 @@ class Entry:
         self.duration_ns = self.prepared.timeline.total_ns
         self._gather = _gatherer(self.input_positions)
         self._operand_sel = tuple((_ROLES[r.role], r.index) for r in self.operand_refs)
-        self._fresh = tuple((size, stride, dtype, nbytes, stride == _contiguous_strides(size))
-                            for (size, stride, dtype), nbytes in zip(self.output_specs, self.output_bytes,
-                                                                      strict=True))
+        self._fresh = memory.output_specs(
+            (size, stride, dtype, nbytes)
+            for (size, stride, dtype), nbytes in zip(self.output_specs, self.output_bytes, strict=True))
         # fast numerics: the host call specialised to this signature's layout (built at first use)
         self._host_runner = _UNBUILT
         self._varying = frozenset(pos for pos, _, _ in self.runtime)
@@ -102,6 +102,8 @@ class Entry:
         self._record = (self.name, self.signature, self.duration_ns, self.bytes, self.prepared,
                         self.flops, self.engine_busy_ns)
         self._runner = None
+        self._tables = (self.prepared.itab, self.prepared.ftab)
+        self._fast_capable = self.result is None and not self.seeded  # fast numerics: ATen computes it
 
     def _per_call_check(self):
         """The check of a call's input values (None: the signature decides everything)."""
@@ -141,7 +143,7 @@ class Entry:
             opts = current_options()
         if self.out_positions:
             return self._run_out(args, kwargs, opts)
-        fast = opts.numerics == "fast" and self.result is None and not self.seeded
+        fast = self._fast_capable and opts.numerics == "fast"
         if fast and self._check is None:  # the host reads the arguments itself: only the device is needed
             pos, name, element = self.input_positions[0]
             first = args[pos] if pos < len(args) else kwargs[name]
@@ -160,10 +162,10 @@ class Entry:
             else:
                 result = run_on_host(self.plan, args, kwargs, charge=False)
         else:
-            outputs = self._outputs(inputs, index)
+            outputs = inputs[: self.written] if self.written else memory.fresh_outputs(self._fresh, index)
             self._execute(inputs, outputs, args, kwargs, opts)
             result = self._result(args, outputs)
-        self._charge(index)
+        clock.clock(index).charge_native(self._record)
         return result
 
     def _run_out(self, args: tuple, kwargs: dict, opts):
@@ -205,18 +207,19 @@ class Entry:
         bases = spare.pop() if spare else template.copy()  # (list pop/append: atomic across threads)
         for tid, role, i in self._slots:
             bases[tid] = (inputs[i] if role == 0 else outputs[i] if role == 1 else scalars).data_ptr()
-        prep = self.prepared
         runner = self._runner
         if runner is not None:  # the cached path: one call of the compiled loop
-            stopped = runner(prep.itab, prep.ftab, bases, execute_numba.ENTRIES, 0)
+            stopped = runner(*self._tables, bases, execute_numba.ENTRIES, 0)
             if stopped < 0:
                 spare.append(bases)
                 return
+            prep = self.prepared
             if bases[-1] == 0:  # a compile unit unloaded since (tests do): on from there
                 self._runner = None
                 tiered = self.program if opts.executor == "tiered" else None
                 stopped = execute_numba.execute(prep.itab, prep.ftab, bases, tiered, self._pitch, start=stopped)
         else:
+            prep = self.prepared
             tiered = self.program if opts.executor == "tiered" else None
             stopped = execute_numba.execute(prep.itab, prep.ftab, bases, tiered, self._pitch)
             self._runner = execute_numba.direct_runner(prep.itab, prep.ftab, bases)
@@ -229,8 +232,7 @@ class Entry:
     def _outputs(self, inputs, index) -> list[Tensor]:
         if self.written:
             return inputs[: self.written]
-        return [memory.empty_strided(size, stride, dtype, index, nbytes, contiguous)
-                for size, stride, dtype, nbytes, contiguous in self._fresh]
+        return memory.fresh_outputs(self._fresh, index)
 
     def _result(self, args, outputs):
         if self.written:
@@ -263,14 +265,6 @@ class NoWorkEntry:
         if self.returns_list:
             return outputs
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-
-def _contiguous_strides(size: tuple) -> tuple:
-    strides, step = [], 1
-    for s in reversed(size):
-        strides.append(step)
-        step *= max(s, 1)
-    return tuple(reversed(strides))
 
 
 def _gatherer(positions: tuple[InputPosition, ...]):

@@ -16,7 +16,7 @@ import torch
 from neuronsim.device import dispatch, random
 from neuronsim.device.native.build import build_entry
 from neuronsim.device.native.entry import DECLINED, Entry
-from neuronsim.device.native.signature import Decline, signature_key
+from neuronsim.device.native.signature import Decline, arg_key, inplace_key, signature_key
 from neuronsim.device.schema import WrapperKind, plan_for
 from neuronsim.kernels.registry import Call, Native, Planner
 from neuronsim.options import current as current_options
@@ -42,6 +42,9 @@ class NativeOp:
         # positions and keyword names: the key leaves their values out
         self._runtime_positions = frozenset((*(pos for pos, _, _ in self.runtime), *runtime))
         self._inplace = self.plan.kind is WrapperKind.INPLACE
+        self._plain = not (self._runtime_positions or self._inplace)  # the key is the arguments' keys
+        self._plain_inplace = self._inplace and not self._runtime_positions
+        self._name = self.plan.name
         self.entries: dict[tuple, Entry | object] = {}
         self._lock = threading.Lock()
 
@@ -50,8 +53,13 @@ class NativeOp:
         try:
             # (chip, op name, per-argument keys, ..., 64-bit policy): the name (a str, whose hash is cached) where the
             # OpOverload was, whose __hash__ is Python code run on every call.
-            key = (opts.chip, self.plan.name,
-                   *signature_key(args, kwargs, self._runtime_positions, self._inplace), opts.cast_64bit)
+            if self._plain and not kwargs:  # most calls: what signature_key gives, one tuple less
+                key = (opts.chip, self._name, tuple(map(arg_key, args)), opts.cast_64bit)
+            elif self._plain_inplace and not kwargs:
+                key = (opts.chip, self._name, *inplace_key(args), opts.cast_64bit)
+            else:
+                key = (opts.chip, self._name,
+                       *signature_key(args, kwargs, self._runtime_positions, self._inplace), opts.cast_64bit)
         except Decline:
             return NotImplemented
         entry = self.entries.get(key)
@@ -82,6 +90,7 @@ class SeededOp(NativeOp):
         super().__init__(op, planner, runtime)
         self.runtime = ((_NO_POSITION, _SEED_ARG, (0.0, 0.0)),)
         self._runtime_positions = frozenset({_SEED_ARG})
+        self._plain = self._plain_inplace = False
         self._first = op._schema.arguments[0].name
 
     def __call__(self, op, args, kwargs):

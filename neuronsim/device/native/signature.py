@@ -20,7 +20,7 @@ def _scalar_key(x):
     return (type(x).__name__, x)
 
 
-def _arg_key(a):
+def arg_key(a):
     if isinstance(a, Tensor):
         if a.is_cpu:
             if a.dim() or a.numel() != 1:
@@ -30,7 +30,7 @@ def _arg_key(a):
     if isinstance(a, list | tuple):
         if a and all(isinstance(x, Tensor) and not x.is_cpu for x in a):  # _foreach_ lists, in one pass
             return tuple([(x.dtype, x.shape, x.stride()) for x in a])
-        return tuple(map(_arg_key, a))
+        return tuple(map(arg_key, a))
     if isinstance(a, float | int | bool):
         return _scalar_key(a)
     return a
@@ -62,13 +62,13 @@ def signature_key(args: tuple, kwargs: dict, runtime: frozenset = frozenset(),
     multi-tensor kernels pair them.
     """
     if not (runtime or kwargs or inplace):
-        return (tuple(map(_arg_key, args)),)  # most calls: the general path below gives the same
+        return (tuple(map(arg_key, args)),)  # most calls: the general path below gives the same
     if runtime:
-        key = [tuple(_runtime_key(a) if i in runtime else _arg_key(a) for i, a in enumerate(args))]
+        key = [tuple(_runtime_key(a) if i in runtime else arg_key(a) for i, a in enumerate(args))]
     else:
-        key = [tuple(map(_arg_key, args))]
+        key = [tuple(map(arg_key, args))]
     if kwargs:
-        key.append(tuple((k, _runtime_key(v) if k in runtime else _arg_key(v)) for k, v in kwargs.items()))
+        key.append(tuple((k, _runtime_key(v) if k in runtime else arg_key(v)) for k, v in kwargs.items()))
     if inplace and args:
         written = args[0]
         others = (*args[1:], *kwargs.values())
@@ -89,6 +89,19 @@ def signature_key(args: tuple, kwargs: dict, runtime: frozenset = frozenset(),
                             raise Decline
         key.append(tuple(aliases))
     return tuple(key)
+
+
+def inplace_key(args: tuple) -> tuple:
+    """``signature_key(args, {}, inplace=True)`` for an op writing one tensor, no runtime arguments
+    (``add_``, ``mul_``: the common in-place call), in fewer steps."""
+    written = args[0] if args else None
+    if not isinstance(written, Tensor):
+        return signature_key(args, {}, frozenset(), True)
+    aliases = []
+    for a in args[1:]:
+        if isinstance(a, Tensor) and not a.is_cpu:
+            aliases.append(True if a is written else _alias(a, written))
+    return tuple(map(arg_key, args)), tuple(aliases)
 
 
 def _alias(read: Tensor, written: Tensor) -> bool:
