@@ -718,9 +718,9 @@ def test_rand2_from_a_set_state_is_reproducible_and_get_state_reads_it_back():
 def test_xorwow_misuse_names_the_line():
     @nki.jit
     def wrong_words(s):
-        nisa.rand_set_state(nl.load(s), engine=nisa.engine.vector)  # <- here
+        nisa.rand_set_state(nl.load(s))  # <- here
         return s
-    raises_at(wrong_words, [np.zeros((8, 6), np.uint32)], ConstraintError, "24 uint32 words per lane")
+    raises_at(wrong_words, [np.zeros((8, 24), np.uint32)], ConstraintError, "6 uint32 words per lane on gpsimd")
 
     @nki.jit
     def on_trn2(s):
