@@ -8,7 +8,10 @@ cache the cold run filled), all measured in one run. Prints wall time and each p
 Each process is a new Python: importing torch and neuronsim is part of the start either way, and
 the difference cold - warm is what a cold cache costs the run. Three warm processes started together
 show what sharing the machine's cores costs by itself (on 2 cores, three busy processes get 2/3 of
-a core each: 1.5x), the floor under the cold ratio. With the tiered executor (the
+a core each: 1.5x), the floor under the cold ratio. The three share one session, and Linux's
+autogroup scheduler gives each session an equal share of a busy machine, so under other sessions'
+load that floor rises towards 3x; the cold over the warm three shows what the cold cache adds on
+top of it. With the tiered executor (the
 default) a cold process compiles nothing itself: its compile worker (sim/tiers.py) fills the cache
 meanwhile and goes on after the process exits; the benchmark waits for the workers before the next
 run and reports their CPU seconds apart (they are off the run's critical path, not free).
@@ -93,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         "concurrent_over_cold_wall": [p["wall_s"] / cold["wall_s"] for p in together],
         "concurrent_warm": warm_together,
         "concurrent_warm_over_warm_wall": [p["wall_s"] / warm["wall_s"] for p in warm_together],
+        "concurrent_cold_over_concurrent_warm_wall": [c["wall_s"] / w["wall_s"]
+                                                      for c, w in zip(together, warm_together)],
+        "load_1min": os.getloadavg()[0],
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -116,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     floor = ", ".join(f"{r:.2f}x" for r in result["concurrent_warm_over_warm_wall"])
     print(f"{len(warm_together)} warm together, each over one warm process (wall): {floor} (the machine's own "
           f"sharing of its {os.cpu_count()} cores, which no cache removes)")
+    over_warm = ", ".join(f"{r:.2f}x" for r in result["concurrent_cold_over_concurrent_warm_wall"])
+    print(f"{len(together)} cold together, each over the {len(warm_together)} warm together (wall): "
+          f"{over_warm} (what the cold cache adds to running together); load average at the end "
+          f"{result['load_1min']:.1f}")
     return 0
 
 

@@ -3,9 +3,12 @@ check (issue #21: bench_sim, bench_tracing and bench_compile print before/after)
 
     python benchmarks/compare.py --baseline 5589d0f [--repeats 3] [--args "--steps 4"] bench_sim.py bench_tracing.py
 
-The baseline is ``git archive``d into a temporary directory and each benchmark runs as a fresh
-process from each tree (that tree's own benchmark script, which knows its own API), alternating
-baseline, current, baseline, ... so both see the same machine load. Each tree has its own Numba
+The baseline is ``git archive``d once into a fixed directory beside its cache root (Numba names each
+cache subdirectory after the absolute path of the source's directory, so a fresh temporary tree per
+run would recompile the whole executor every time; not inside the root, which older versions
+empty). Each benchmark runs as a fresh process from each tree (that tree's own benchmark script,
+which knows its own API), alternating baseline, current, baseline, ... so both see the same
+machine load. Each tree has its own Numba
 cache root (``NEURON_SIM_CACHE_DIR``, by default beside the usual one; warm it first: the first run
 of a tree compiles) so neither version's cache pushes out the other's. It prints every run's
 output, then, line by line, each number of the current run over the same number of the baseline
@@ -21,18 +24,27 @@ import statistics
 import subprocess
 import sys
 import tarfile
-import tempfile
 import io
+import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMBER = re.compile(r"-?\d[\d,]*\.?\d*(?:e[-+]?\d+)?")
 
 
-def _export(commit: str, into: Path) -> Path:
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True).stdout
+def _export(commit: str, cache_root: Path) -> Path:
+    """``commit``'s tree at a path fixed per commit and cache (so its Numba cache is found again)."""
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", commit], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    into = cache_root.with_name(f"{cache_root.name}.tree-{sha[:12]}")
+    done = into / ".exported"
+    if done.exists():
+        return into
+    shutil.rmtree(into, ignore_errors=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha], check=True, capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
+    done.touch()
     return into
 
 
@@ -82,17 +94,16 @@ def main(argv: list[str] | None = None) -> int:
     extra = args.args.split()
     ours = Path(os.environ.get("NEURON_SIM_CACHE_DIR") or Path.home() / ".cache" / "neuronsim")
     base_cache = args.baseline_cache or ours.with_name(ours.name + "-baseline")
-    with tempfile.TemporaryDirectory(prefix="neuronsim-baseline-") as tmp:
-        base_tree = _export(args.baseline, Path(tmp))
-        for script in args.scripts:
-            base_runs, head_runs = [], []
-            for r in range(args.repeats):
-                base_runs.append(_run(base_tree, script, base_cache, extra))
-                head_runs.append(_run(ROOT, script, ours, extra))
-                print(f"== {script}, run {r + 1}: baseline {args.baseline}\n{base_runs[-1]}"
-                      f"== {script}, run {r + 1}: current\n{head_runs[-1]}", flush=True)
-            print(f"== {script}: current over baseline {args.baseline} (medians of {args.repeats})")
-            print("\n".join(_summary(base_runs, head_runs)), flush=True)
+    base_tree = _export(args.baseline, base_cache)
+    for script in args.scripts:
+        base_runs, head_runs = [], []
+        for r in range(args.repeats):
+            base_runs.append(_run(base_tree, script, base_cache, extra))
+            head_runs.append(_run(ROOT, script, ours, extra))
+            print(f"== {script}, run {r + 1}: baseline {args.baseline}\n{base_runs[-1]}"
+                  f"== {script}, run {r + 1}: current\n{head_runs[-1]}", flush=True)
+        print(f"== {script}: current over baseline {args.baseline} (medians of {args.repeats})")
+        print("\n".join(_summary(base_runs, head_runs)), flush=True)
     return 0
 
 

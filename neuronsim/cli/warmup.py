@@ -14,7 +14,9 @@ directory, so that tests start without the compile. The cache lives in {env.NEUR
 sources and Numba's version; a cache restored for another version is not used. Prints how long
 each compile unit took (the executor's loop and scheduler, then one kernel per opcode: compiled,
 or loaded from the cache) and where the cache is. Processes sharing the cache compile one at a
-time; the others wait and load what it compiled.
+time; the others wait and load what it compiled. It also builds the `neuron` device's C++ support
+library (once per torch version and compiler, into the same cache root), which the first
+`NEURON_SIM=1` process would otherwise build with the system C++ compiler while it starts.
 
 --cache-key prints a key for CI caches (neuronsim's version and that hash) and compiles nothing.
 """
@@ -46,15 +48,37 @@ def warmup(cache_key: bool, as_json: bool) -> int:
         results.append(result)
         if not as_json:
             app.console.out(f"  {result.unit:<24} {result.seconds:8.1f} s  {_state(result)}", highlight=False)
+    library = _build_device_library()
+    if not as_json:
+        state = "built" if library["built"] else "in the cache"
+        app.console.out(f"  {'device library':<24} {library['seconds']:8.1f} s  {state}: {library['path']}",
+                        highlight=False)
     total = time.perf_counter() - start
     where = str(sim_warmup.cache_dir())
     if as_json:
         app.print_json({"cache_dir": where, "seconds": total,
-                        "units": [r.__dict__ for r in results]})
+                        "units": [r.__dict__ for r in results], "device_library": library})
         return 0
     app.console.out(f"Numba cache: {where}", highlight=False)
     app.console.out(f"warmup took {total:.1f} s", highlight=False)
     return 0
+
+
+def _build_device_library() -> dict:
+    """The device's C++ library (``device/cpp/build.py``), built now if no process has yet."""
+    import time
+
+    from neuronsim.cli.app import Abort
+    from neuronsim.device.cpp import build
+    from neuronsim.errors import NativeBuildError
+
+    start = time.perf_counter()
+    try:
+        built = not build.library_path(build.find_compiler()).exists()
+        path = build.build()
+    except NativeBuildError as exc:
+        raise Abort(str(exc)) from exc
+    return {"path": str(path), "seconds": time.perf_counter() - start, "built": built}
 
 
 def _state(result) -> str:

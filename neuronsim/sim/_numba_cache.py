@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import re
@@ -29,8 +30,11 @@ from neuronsim import env
 _SIM_DIR = Path(__file__).parent
 
 
+@functools.cache
 def sources_hash() -> str:
-    """What the cache is keyed by: Numba's version and every source file of ``neuronsim/sim``."""
+    """What the cache is keyed by: Numba's version and every source file of ``neuronsim/sim``, as
+    this process first read them (a checkout that changes under a running process must not move
+    its cache directory: its workers' locks and logs are in the one it imported with)."""
     h = hashlib.sha256(numba.__version__.encode())
     for path in sorted(_SIM_DIR.rglob("*.py")):
         h.update(str(path.relative_to(_SIM_DIR)).encode())

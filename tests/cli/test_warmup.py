@@ -1,9 +1,11 @@
-"""``neuronsim warmup``: fills the Numba cache where NEURON_SIM_CACHE_DIR says, says where and how long;
-``--cache-key`` names this install for CI caches. (Restoring a saved cache into a fresh directory
-is tested with the CI recipe, tests/testing/test_ci_recipe.py.)"""
+"""``neuronsim warmup``: fills the Numba cache where NEURON_SIM_CACHE_DIR says (and builds the device's
+C++ library there), says where and how long; ``--cache-key`` names this install for CI caches.
+(Restoring a saved cache into a fresh directory is tested with the CI recipe,
+tests/testing/test_ci_recipe.py.)"""
 
 import json
 import sys
+from pathlib import Path
 
 from cli_helpers import neuronsim
 from click.testing import CliRunner
@@ -45,6 +47,9 @@ def test_after_a_warmup_nothing_is_compiled_again():
     assert [u["unit"] for u in doc["units"]] == [u.name for u in UNITS]
     # another process finds every unit's code in the cache
     assert sum(u["compiled"] for u in doc["units"]) == 0, doc
+    # and the device's C++ library is in the same root, so a NEURON_SIM=1 start builds nothing either
+    library = Path(doc["device_library"]["path"])
+    assert library.parent == cache_root() and library.is_file(), doc
 
 
 def test_cache_key_names_the_version_the_simulator_sources_and_python():
