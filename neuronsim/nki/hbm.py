@@ -72,9 +72,11 @@ def host_available_bytes() -> int | None:
 
 
 def check_host(name: str, need: int, location: str | None = None) -> None:
-    """Raise ``CapacityError`` if making ``need`` bytes of HBM arrays would exhaust this host."""
+    """Raise ``CapacityError`` if making ``need`` bytes of HBM arrays would exhaust this host. A launch
+    needing less than the reserve itself is never refused: it cannot be what exhausts the host (on a
+    busy host with little ``MemAvailable`` a kilobyte kernel would otherwise fail)."""
     avail = host_available_bytes()
-    if avail is None or need + HOST_RESERVE_BYTES <= avail:
+    if avail is None or need <= HOST_RESERVE_BYTES or need + HOST_RESERVE_BYTES <= avail:
         return
     raise CapacityError(
         f"kernel {name}: its launch needs {_gib(need)} of host memory for the simulated HBM tensors "

@@ -88,6 +88,8 @@ class Opcode(enum.IntEnum):
     NONZERO_WITH_COUNT = 44  # indices of a partition's nonzero elements, padded, then their count
     LOCAL_GATHER = 45  # gather within partitions by indices shared across each GpSimd core's 16
     TOPK = 46  # the K largest of each 16-partition snake, ascending, with their positions
+    SEQUENCE_BOUNDS = 48  # start and end of each element's run of equal segment ids
+    RAND2 = 49  # uniform values in [min, max] from VectorE's XORWOW state (NeuronCore-v4)
     # DMA
     DMA_COPY = 50
     DMA_TRANSPOSE = 51
@@ -135,6 +137,8 @@ OPCODE_ENGINES: dict[Opcode, tuple[Engine, ...]] = {
     Opcode.NONZERO_WITH_COUNT: (Engine.GPSIMD,),
     Opcode.LOCAL_GATHER: (Engine.GPSIMD,),
     Opcode.TOPK: (Engine.GPSIMD,),
+    Opcode.SEQUENCE_BOUNDS: (Engine.GPSIMD,),
+    Opcode.RAND2: (Engine.VECTOR,),
     Opcode.DMA_COPY: (Engine.DMA,),
     Opcode.DMA_TRANSPOSE: (Engine.DMA,),
     Opcode.DMA_COPY_INDIRECT: (Engine.DMA,),

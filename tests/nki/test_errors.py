@@ -116,9 +116,9 @@ def test_out_of_bounds_slices_and_unsupported_calls():
 
     def unsupported():
         t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.rand2(dst=t, min=0.0, max=1.0)
+        nisa.tensor_scalar_cumulative(t, t, nl.add, nl.add, 0.0, reduce_cmd=nisa.reduce_cmd.reduce)
 
-    assert "nisa.rand2 is not simulated" in _raise(unsupported, UnsupportedError)
+    assert "reduce_cmd=reduce continues VectorE's accumulator" in _raise(unsupported, UnsupportedError)
 
 
 def test_outputs_must_be_hbm_tensors():

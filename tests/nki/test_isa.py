@@ -331,6 +331,8 @@ def test_every_ir_instruction_has_its_nisa_call():
         Opcode.NONZERO_WITH_COUNT: "nonzero_with_count",
         Opcode.LOCAL_GATHER: "local_gather",
         Opcode.TOPK: "topk",
+        Opcode.SEQUENCE_BOUNDS: "sequence_bounds",
+        Opcode.RAND2: "rand2",
         Opcode.TENSOR_SCALAR_CUMULATIVE: "tensor_scalar_cumulative",
         Opcode.EXPONENTIAL: "exponential",
         Opcode.DMA_COMPUTE: "dma_compute",

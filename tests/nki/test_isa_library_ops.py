@@ -590,3 +590,141 @@ def test_tensor_scalar_cumulative_misuse_names_the_line():
         nisa.tensor_scalar_cumulative(t, t, nl.add, nl.add, 0.0, reduce_cmd=nisa.reduce_cmd.load_reduce)  # <- here
         return a
     raises_at(no_start, [x], ConstraintError, "imm1 is None")
+
+
+# ---------------------------------------------------------------- sequence_bounds
+
+def test_sequence_bounds_of_packed_segments():
+    """S16's example through the frontend: int32 ids in, int32 [1, 2, n] bounds out; a multi-row
+    id tile is a located error."""
+    ids = np.array([[0, 1, 1, 2, 2, 2, 0, 3, 3]], np.int32)
+
+    @nki.jit
+    def k(s):
+        out = nl.ndarray((1, 2, s.shape[1]), dtype=s.dtype, buffer=nl.shared_hbm)
+        b = nl.ndarray((1, 2, s.shape[1]), dtype=s.dtype, buffer=nl.sbuf)
+        nisa.sequence_bounds(dst=b, segment_ids=nl.load(s))
+        nl.store(out, b)
+        return out
+
+    got = nki.simulate(k)(ids)
+    assert got.tolist() == [[[9, 1, 1, 3, 3, 3, 9, 7, 7], [-1, 3, 3, 6, 6, 6, -1, 9, 9]]]
+
+    @nki.jit
+    def rows(s):
+        t = nl.load(s)
+        b = nl.ndarray((2, 2, 9), dtype=s.dtype, buffer=nl.sbuf)
+        nisa.sequence_bounds(dst=b, segment_ids=t)  # <- here
+        return s
+    raises_at(rows, [np.zeros((2, 9), np.int32)], ConstraintError, "one partition")
+
+
+# ---------------------------------------------------------------- activate2 (NeuronCore-v4)
+
+ACTIVATE2_STAGES = [  # (op0, op1, reverse0, reverse1, numpy model of the tensor-scalar stage)
+    (nl.multiply, nl.add, False, False, lambda x, a, b: x * a + b),
+    (nl.multiply, nl.subtract, False, False, lambda x, a, b: x * a - b),
+    (nl.multiply, nl.subtract, False, True, lambda x, a, b: b - x * a),
+    (nl.multiply, nl.bypass, True, False, lambda x, a, b: a * x),
+    (nl.add, nl.bypass, False, False, lambda x, a, b: x + a),
+    (nl.subtract, nl.bypass, False, False, lambda x, a, b: x - a),
+    (nl.subtract, nl.bypass, True, False, lambda x, a, b: a - x),
+    (nl.bypass, nl.bypass, False, False, lambda x, a, b: x),
+]
+
+
+@pytest.mark.parametrize("tiles", [False, True], ids=["immediates", "tiles"])
+def test_activate2_tensor_scalar_stages_then_the_function(tiles):
+    """S16: dst = op((data op0 imm0) op1 imm1), each step in fp32 (op = copy here, so the stage is
+    seen exactly), with the row sum into reduce_res; imm0/imm1 floats or [P, 1] tiles."""
+    x = RNG.standard_normal((64, 24)).astype(np.float32)
+    a, b = RNG.standard_normal((64, 1)).astype(np.float32), RNG.standard_normal((64, 1)).astype(np.float32)
+    for op0, op1, rev0, rev1, model in ACTIVATE2_STAGES:
+        @nki.jit
+        def k(d, i0, i1):
+            out = nl.ndarray(d.shape, dtype=d.dtype, buffer=nl.shared_hbm)
+            sums = nl.ndarray((d.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+            t = nl.load(d)
+            imm0, imm1 = (nl.load(i0), nl.load(i1)) if tiles else (float(a[0, 0]), float(b[0, 0]))
+            y = nl.ndarray(d.shape, dtype=d.dtype, buffer=nl.sbuf)
+            r = nl.ndarray((d.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activate2(y, nl.copy, t, imm0, imm1, op0, op1, reverse0=rev0, reverse1=rev1, reduce_op=nl.add,
+                           reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+            nl.store(out, y)
+            nl.store(sums, r)
+            return out, sums
+
+        got, sums = nki.simulate(k, chip="trn3")(x, a, b)
+        ia, ib = (a, b) if tiles else (a[0, 0], b[0, 0])
+        want = model(x, ia, ib).astype(np.float32)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_allclose(sums[:, 0], want.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_activate2_misuse_names_the_line():
+    x = np.zeros((64, 8), np.float32)
+
+    @nki.jit
+    def stage(d):
+        t = nl.load(d)
+        nisa.activate2(t, nl.exp, t, 1.0, 2.0, nl.add, nl.add)  # <- here
+        return d
+    with pytest.raises(ConstraintError, match="not one of the six tensor-scalar stages"):
+        stage.specialize([x], chip="trn3")
+
+    @nki.jit
+    def on_trn2(d):
+        t = nl.load(d)
+        nisa.activate2(t, nl.exp, t, 1.0, 2.0, nl.multiply, nl.add)  # <- here
+        return d
+    raises_at(on_trn2, [x], ConstraintError, "NeuronCore-v4")
+
+
+# ---------------------------------------------------------------- XORWOW state and rand2 (NeuronCore-v4)
+
+def test_rand2_from_a_set_state_is_reproducible_and_get_state_reads_it_back():
+    """rand_set_state seeds VectorE's 24 words per lane; two rand2 calls draw different values in
+    [min, max]; the same seeds give the same values; rand_get_state returns the advanced state; the
+    GpSimd state round-trips unchanged."""
+    seeds = RNG.integers(1, 2**32, (32, 24), dtype=np.uint64).astype(np.uint32)
+    g_seeds = RNG.integers(1, 2**32, (32, 6), dtype=np.uint64).astype(np.uint32)
+
+    @nki.jit
+    def k(s, g):
+        a = nl.ndarray((32, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+        b = nl.ndarray((32, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+        st = nl.ndarray((32, 24), dtype=nl.uint32, buffer=nl.shared_hbm)
+        gs = nl.ndarray((32, 6), dtype=nl.uint32, buffer=nl.shared_hbm)
+        nisa.rand_set_state(nl.load(s), engine=nisa.engine.vector)
+        nisa.rand_set_state(nl.load(g))
+        for out in (a, b):
+            y = nl.ndarray((32, 16), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.rand2(y, min=-1.0, max=1.0)
+            nl.store(out, y)
+        for out, eng in ((st, nisa.engine.vector), (gs, nisa.engine.gpsimd)):
+            t = nl.ndarray(out.shape, dtype=nl.uint32, buffer=nl.sbuf)
+            nisa.rand_get_state(t, engine=eng)
+            nl.store(out, t)
+        return a, b, st, gs
+
+    a, b, st, gs = nki.simulate(k, chip="trn3")(seeds, g_seeds)
+    a2, _, _, _ = nki.simulate(k, chip="trn3")(seeds, g_seeds)
+    assert np.array_equal(a, a2) and not np.array_equal(a, b)
+    assert a.min() >= -1 and a.max() <= 1 and np.unique(a).size > 400
+    assert np.array_equal(gs, g_seeds) and not np.array_equal(st, seeds)
+    assert np.array_equal(st[:, 5::6], (seeds[:, 5::6].astype(np.uint64) + 8 * 362437).astype(np.uint32))
+
+
+def test_xorwow_misuse_names_the_line():
+    @nki.jit
+    def wrong_words(s):
+        nisa.rand_set_state(nl.load(s))  # <- here
+        return s
+    raises_at(wrong_words, [np.zeros((8, 24), np.uint32)], ConstraintError, "6 uint32 words per lane on gpsimd")
+
+    @nki.jit
+    def on_trn2(s):
+        y = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.rand2(y, min=0.0, max=1.0)  # <- here
+        return s
+    raises_at(on_trn2, [np.zeros((8, 6), np.uint32)], ConstraintError, "rand2 exists on NeuronCore-v4")

@@ -597,6 +597,22 @@ def gen_topk(g: Gen) -> None:
     g.emit(Opcode.TOPK, val, [src], dst2=idx if idx is not None else False, n=n)
 
 
+def gen_sequence_bounds(g: Gen) -> None:
+    """Runs of segment ids on one partition: int32 ids masked to 0..3 just before (padding and repeats);
+    float ids keep the pool's values (zeros, -0.0, NaN, repeats)."""
+    nums = g.free_nums(hi=40)
+    src = g.operand([SBUF], 1, nums, dtypes={DType.float32, DType.int32})
+    if src is None:
+        return
+    if src.dtype is DType.int32:
+        before = len(g.instructions)
+        g.emit(Opcode.TENSOR_SCALAR, src, [src], engine=Engine.VECTOR, op0=AluOp.bitwise_and, operand0=3)
+        if len(g.instructions) == before:
+            return
+    dst = g.operand([SBUF], 1, [2, math.prod(nums)], write=True, dtypes={DType.float32, DType.int32})
+    g.emit(Opcode.SEQUENCE_BOUNDS, dst, [src])
+
+
 def gen_nonzero(g: Gen) -> None:
     """Nonzero positions per GpSimd core's partition; int32 sources are masked to 0/1 just before so
     about half their elements are zero (float sources keep the pool's zeros, NaNs and -0.0)."""
@@ -757,12 +773,14 @@ GENERATORS = {
     Opcode.NONZERO_WITH_COUNT: gen_nonzero,
     Opcode.LOCAL_GATHER: gen_local_gather,
     Opcode.TOPK: gen_topk,
+    Opcode.SEQUENCE_BOUNDS: gen_sequence_bounds,
     Opcode.BRANCH: gen_control,
 }
 NO_GENERATOR: dict[Opcode, str] = {  # opcode -> why it is not in the main fuzz
     Opcode.QUANTIZE_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
     Opcode.NC_MATMUL_MX: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
     Opcode.EXPONENTIAL: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
+    Opcode.RAND2: "NeuronCore-v4 only: test_executors_mx.py fuzzes it on trn3",
     Opcode.REGISTER_MOVE: "fuzzed by BRANCH's generator (gen_control)",
     Opcode.REGISTER_LOAD: "fuzzed by BRANCH's generator (gen_control)",
     Opcode.REGISTER_STORE: "fuzzed by BRANCH's generator (gen_control)",

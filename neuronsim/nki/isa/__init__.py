@@ -10,7 +10,6 @@ than TensorE reads it (the accumulation group is evicted).
 
 from neuronsim.errors import ConstraintError as NkiValidationError
 from neuronsim.nki.isa import constants as constants  # nki.isa.constants (a module)
-from neuronsim.nki.isa import misc as _misc
 from neuronsim.nki.isa.dma import dma_compute, dma_copy, dma_transpose
 from neuronsim.nki.isa.enums import (
     dge_mode,
@@ -32,6 +31,7 @@ from neuronsim.nki.isa.gpsimd import (
     local_gather,
     nc_n_gather,
     nonzero_with_count,
+    sequence_bounds,
     tensor_partition_reduce,
     topk,
 )
@@ -50,7 +50,8 @@ from neuronsim.nki.isa.registers import (
     register_move,
     register_store,
 )
-from neuronsim.nki.isa.scalar import activation, activation_reduce
+from neuronsim.nki.isa.scalar import activate2, activation, activation_reduce
+from neuronsim.nki.isa.xorwow import rand2, rand_get_state, rand_set_state
 from neuronsim.nki.isa.tensor import nc_matmul, nc_transpose
 from neuronsim.nki.isa.vector import (
     bn_aggr,
@@ -76,12 +77,12 @@ from neuronsim.nki.isa.vector import (
 )
 from neuronsim.nki.isa.vector_select import nc_match_replace8, nc_stream_shuffle, range_select
 
-globals().update({_name: getattr(_misc, _name) for _name in _misc.NOT_SIMULATED})  # raise UnsupportedError
 
 __all__ = [
     "NkiInstruction",
     "NkiValidationError",
     "VirtualRegister",
+    "activate2",
     "activation",
     "activation_reduce",
     "affine_select",
@@ -115,6 +116,9 @@ __all__ = [
     "nonzero_with_count",
     "oob_mode",
     "quantize_mx",
+    "rand2",
+    "rand_get_state",
+    "rand_set_state",
     "range_select",
     "reciprocal",
     "reduce_cmd",
@@ -127,6 +131,7 @@ __all__ = [
     "register_move",
     "register_store",
     "sendrecv",
+    "sequence_bounds",
     "set_rng_seed",
     "tensor_copy",
     "tensor_copy_predicated",
@@ -141,5 +146,4 @@ __all__ = [
     "topk",
     "unknown_engine",
     "vector_engine",
-    *_misc.NOT_SIMULATED,
 ]

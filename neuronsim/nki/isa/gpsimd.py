@@ -181,3 +181,18 @@ def topk(val_dst, idx_dst, src, n, name=None):
                     f"must have K elements per partition; val_dst = {_describe(val)}, idx_dst = "
                     f"{_describe(idx)}")
     emit(fn, Opcode.TOPK, Engine.GPSIMD, val, (src,), {"n": n}, name=name, dst2=idx, roles=("src",))
+
+
+def sequence_bounds(dst, segment_ids, name=None):
+    """For each of one partition's segment ids (float32 or int32; 0 is padding): the first index of
+    its run of equal ids and one past the last, into dst [1, 2, n] (starts, then ends; padding gets n
+    and -1), on GpSimd (S16; sim/engines/gpsimd_sequence.py)."""
+    fn = "sequence_bounds"
+    dst, ids = _tile(dst, "dst", fn), _tile(segment_ids, "segment_ids", fn)
+    for role, v in (("segment_ids", ids), ("dst", dst)):
+        if v.buf.dtype not in (DType.float32, DType.int32):
+            raise _fail(fn, f"{role} must be float32 or int32; got {_describe(v)}", DtypeError)
+    if ids.partitions != 1 or dst.partitions != 1 or dst.free_size != 2 * ids.free_size:
+        raise _fail(fn, f"segment_ids must be one partition [1, n] and dst [1, 2, n]; segment_ids = "
+                    f"{_describe(ids)}, dst = {_describe(dst)}")
+    emit(fn, Opcode.SEQUENCE_BOUNDS, Engine.GPSIMD, dst, (ids,), {}, name=name, roles=("segment_ids",))

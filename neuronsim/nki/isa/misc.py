@@ -1,4 +1,4 @@
-"""Multi-core synchronization, the target version, and the calls that are not simulated."""
+"""Multi-core synchronization and the target version."""
 
 from __future__ import annotations
 
@@ -96,29 +96,3 @@ class NkiInstruction:
     def depends_on(self, *producers):
         raise UnsupportedError("NkiInstruction.depends_on: explicit scheduling edges are not simulated",
                                location=caller_location())
-
-
-def _unsupported(fn: str):
-    def call(*args, **kwargs):
-        raise UnsupportedError(
-            f"nisa.{fn} is not simulated by neuronsim (it has no instruction in the IR, docs/ir.md)",
-            instruction=f"nisa.{fn}",
-            location=caller_location(),
-        )
-
-    call.__name__ = fn
-    call.__qualname__ = fn
-    call.__doc__ = f"Not simulated: raises UnsupportedError (``nisa.{fn}`` has no IR instruction)."
-    return call
-
-
-NOT_SIMULATED = (
-    "activate2",
-    "rand_set_state",
-    "rand_get_state",
-    "rand2",
-    "sequence_bounds",
-)
-for _fn in NOT_SIMULATED:
-    globals()[_fn] = _unsupported(_fn)
-del _fn

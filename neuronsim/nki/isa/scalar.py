@@ -20,7 +20,7 @@ from neuronsim.nki.isa.enums import (
     engine,
     reduce_cmd,
 )
-from neuronsim.nki.isa.vector import memset, tensor_copy
+from neuronsim.nki.isa.vector import memset, tensor_copy, tensor_scalar
 from neuronsim.nki.tensor import TensorView
 from neuronsim.nki.trace import current_trace
 from neuronsim.sim.dtypes import DType
@@ -145,3 +145,60 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
         reduce_cmd=reduce_cmd.reset_reduce,
         name=name,
     )
+
+
+# S16's six tensor-scalar stages of activate2: (op0, op1) -> how data * scale + bias expresses them
+_ACTIVATE2_STAGES = {
+    (AluOp.multiply, AluOp.add), (AluOp.multiply, AluOp.subtract), (AluOp.multiply, AluOp.bypass),
+    (AluOp.add, AluOp.bypass), (AluOp.subtract, AluOp.bypass), (AluOp.bypass, AluOp.bypass),
+}
+
+
+def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False,
+              reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle, name=None):
+    """``dst = op((data op0 imm0) op1 imm1)`` on ScalarE (NeuronCore-v4 on, S16), with the optional
+    reduction of ``activation``. Each of the six documented stages is exactly ScalarE's
+    ``data * scale + bias`` (x - y is x + (-y) in IEEE arithmetic, and -(x * y) is x * (-y)), so it
+    records one ACTIVATION; an ``imm`` tile that must be negated is negated first (VectorE, exact).
+    ``relu_param`` feeds parameterized functions, which the simulator's function set does not have."""
+    fn = "activate2"
+    if current_trace().chip.nki_target != "gen4":
+        raise _fail(fn, f"activate2 exists on NeuronCore-v4 (trn3) and newer; this trace is for "
+                    f"{current_trace().chip.name}")
+    data = _tile(data, "data", fn)
+    o0, o1 = alu_op(op0, "op0"), alu_op(op1, "op1")
+    if (o0, o1) not in _ACTIVATE2_STAGES:
+        raise _fail(fn, f"(op0, op1) = ({o0.name}, {o1.name}) is not one of the six tensor-scalar stages "
+                    f"(multiply/add, multiply/subtract, multiply/bypass, add/bypass, subtract/bypass, "
+                    f"bypass/bypass)")
+    if reverse0 and o0 is AluOp.bypass or reverse1 and o1 is AluOp.bypass:
+        raise _fail(fn, "reverse0 requires op0 and reverse1 requires op1 to be set (not bypass)")
+    if _is_tile(imm0) and _is_tile(imm1) and _tile(imm0, "imm0", fn).dtype != _tile(imm1, "imm1", fn).dtype:
+        raise _fail(fn, "imm0 and imm1 tiles must have the same dtype")
+    if reduce_op is not None and alu_op(reduce_op, "reduce_op") is not AluOp.add:
+        raise _fail(fn, f"reduce_op={reduce_op}: only nl.add's reduction (ScalarE's row sum) is simulated",
+                    UnsupportedError)
+    scale, bias = 1.0, None
+    if o0 is AluOp.multiply:
+        scale = imm0
+        if o1 is not AluOp.bypass:
+            bias = imm1 if o1 is AluOp.add or reverse1 else _negated(imm1, data, fn)
+            if o1 is AluOp.subtract and reverse1:  # imm1 - data * imm0
+                scale = _negated(imm0, data, fn)
+    elif o0 is AluOp.add:
+        bias = imm0
+    elif o0 is AluOp.subtract:
+        bias = imm0 if reverse0 else _negated(imm0, data, fn)
+        scale = -1.0 if reverse0 else 1.0
+    activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+               reduce_cmd=reduce_cmd, name=name)
+
+
+def _negated(x, data, fn: str):
+    """``-x``: a float, or a [P, 1] tile negated into an fp32 scratch tile on VectorE (exact)."""
+    if not _is_tile(x):
+        return -float(x)
+    _, tile = _scalar_or_vector(fn, x, data, "imm")
+    out = _scratch_tile((tile.partitions, 1), DType.float32, "activate2.negated")
+    tensor_scalar(out, tile, AluOp.multiply, -1.0)
+    return out

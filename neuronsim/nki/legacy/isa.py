@@ -487,6 +487,18 @@ def nc_stream_shuffle(src, dst, shuffle_mask, dtype=None, mask=None, **kwargs):
     return run(lambda d, s: _isa.nc_stream_shuffle(d, s, shuffle_mask), (dst, src), {}, mask)
 
 
+def sequence_bounds(segment_ids, dtype=None, mask=None, **kwargs):
+    """Each segment id's run start and end in a new [1, 2, n] tile (GpSimd); ``dtype`` defaults to the
+    ids' (NKI 0.1)."""
+    ids = materialize(segment_ids)
+    shape = (1, 2, ids.free_size)
+
+    def emit(dst, accumulate, x=None):
+        _isa.sequence_bounds(dst, _t(ids) if x is None else x)
+
+    return _result("sequence_bounds", shape, _dt(dtype, ids.dtype), sbuf, emit, mask, (ids,))
+
+
 def _unsupported(name):
     def fn(*args, **kwargs):
         raise UnsupportedError(f"nisa.{name} (NKI 0.1) is not simulated", location=caller_location())
@@ -496,6 +508,6 @@ def _unsupported(name):
 
 
 for _name in ("local_gather", "nc_match_replace8", "range_select", "select_reduce",
-              "sequence_bounds", "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src",
+              "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src",
               "tensor_copy_predicated", "builtin_custom_op"):
     globals()[_name] = _unsupported(_name)

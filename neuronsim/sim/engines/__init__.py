@@ -7,6 +7,7 @@ from neuronsim.sim.engines import (
     dma_indirect,
     gpsimd,
     gpsimd_gather,
+    gpsimd_sequence,
     gpsimd_topk,
     mx,
     scalar,
@@ -16,6 +17,7 @@ from neuronsim.sim.engines import (
     vector_exp,
     vector_range_select,
     vector_reduce,
+    vector_rand2,
     vector_rng,
     vector_shuffle,
     vector_tensor_scalar,
@@ -25,8 +27,9 @@ from neuronsim.sim.engines import (
 from neuronsim.sim.engines.common import OpDef
 
 ENGINE_MODULES = (tensor, vector_tensor_tensor, vector_tensor_scalar, vector_copy, vector_reduce, vector_bn,
-                  vector_top_k, vector_shuffle, vector_range_select, vector_exp, vector_rng, scalar, gpsimd,
-                  gpsimd_gather, gpsimd_topk, dma, dma_indirect, dma_compute, mx, control)
+                  vector_top_k, vector_shuffle, vector_range_select, vector_exp, vector_rng, vector_rand2,
+                  scalar, gpsimd, gpsimd_gather, gpsimd_topk, gpsimd_sequence, dma, dma_indirect,
+                  dma_compute, mx, control)
 
 
 def _collect() -> dict:
