@@ -10,7 +10,9 @@ orders instructions that touch the same bytes).
 Tiles created inside ``affine_range`` loops rotate over ``degree`` buffers (multi-buffering): the
 buffer of iteration ``j`` is held until iteration ``j + degree - 1`` has started, so consecutive
 iterations get different bytes and overlap on the engines. The degree starts at
-:data:`MAX_ROTATION` and is lowered, separately for SBUF and PSUM, until everything fits; with no
+:data:`MAX_ROTATION` and is lowered, separately for SBUF and PSUM, until everything fits. Tiles
+start at partition 0; if SBUF does not fit so at any degree, tiles of <= 64 (<= 32) partitions may
+also start at partition 64 (32, 64, 96), as SBUF addresses are (partition, byte) pairs. With no
 rotation left, SBUF tiles are split, reloaded and spilled as the compiler does (``spill.py``) and
 PSUM tiles whose accumulation is done move to SBUF (``psum_evict.py``); a kernel that still does
 not fit raises a capacity error naming the tensor that could not be placed, its size, the limit,
@@ -66,6 +68,11 @@ def allocate(trace: Trace) -> dict:
                 degrees[memory] = degree
                 break
         else:
+            if memory is Memory.SBUF:
+                degree = _fit_two_d(bufs, unit, capacity, chip.partitions)
+                if degree:
+                    degrees[memory] = degree
+                    continue
             if any(b.pinned for b in bufs):
                 raise _capacity_error(memory, failure, capacity, unit, chip)
             if memory is Memory.PSUM:
@@ -141,6 +148,58 @@ def _linear_scan(bufs: list[Buffer], degree: int, unit: int, capacity: int) -> _
         b.address = (0, placed)
         live[b.id] = (placed, size, b)
         heapq.heappush(expiry, (end[b.id], b.id, placed, size))
+    return None
+
+
+def _start_partitions(partitions: int, total: int) -> range:
+    """Where a tile of ``partitions`` may start: an access of P in (32, 64] partitions starts at 0
+    or 64, of P <= 32 at a multiple of 32 (S9, enforced by sim/validate.py), so a tile placed at
+    such an offset keeps every access that is legal at partition 0 legal."""
+    step = total if partitions > 64 else 64 if partitions > 32 else 32
+    return range(0, total - partitions + 1, step)
+
+
+def _fit_two_d(bufs: list[Buffer], unit: int, capacity: int, total: int) -> int:
+    """The rotation degree at which ``bufs`` fit when tiles of <= 64 partitions may also start at a
+    higher partition (SBUF addresses are (partition, byte), as ``nl.ndarray(address=...)`` says):
+    two [64, N] tiles live together then share bytes in partitions 0-63 and 64-127. Tried only
+    when the 1-D scan fails, so kernels that fit as before keep their addresses. 0: no fit."""
+    for degree in range(MAX_ROTATION, 0, -1):
+        if _scan_two_d(bufs, _held_until(bufs, degree), unit, capacity, total) is None:
+            return degree
+    return 0
+
+
+def _scan_two_d(
+    bufs: list[Buffer], end: dict[int, int], unit: int, capacity: int, total: int
+) -> Buffer | None:
+    """First fit over (start partition, byte): the lowest start partition with a free byte range
+    for the whole live range, the lowest address there. Returns the buffer that did not fit."""
+    pinned = [b for b in bufs if b.pinned]
+    order = sorted((b for b in bufs if not b.pinned), key=lambda b: (b.first, b.id))
+    active: list[tuple[int, int, int, int, Buffer]] = []  # (partition, partitions, address, size, buffer)
+    for b in order:
+        start = b.first
+        active = [a for a in active if end[a[4].id] >= start]
+        busy = active + [
+            (p.address[0], p.shape[0], p.address[1], _rounded(p.bytes_per_partition, unit), p)
+            for p in pinned
+            if p.first <= end[b.id] and end[p.id] >= start
+        ]
+        size, parts = _rounded(b.bytes_per_partition, unit), b.shape[0]
+        for row in _start_partitions(parts, total):
+            ranges = sorted((a[2], a[3]) for a in busy if a[0] < row + parts and row < a[0] + a[1])
+            placed = 0
+            for a_addr, a_size in ranges:
+                if a_addr - placed >= size:
+                    break
+                placed = max(placed, a_addr + a_size)
+            if capacity - placed >= size:
+                break
+        else:
+            return b
+        b.address = (row, placed)
+        active.append((row, parts, placed, size, b))
     return None
 
 
