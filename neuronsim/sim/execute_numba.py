@@ -186,16 +186,7 @@ def execute(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray, program: Prog
         if program is None:
             load_kernel(op)
             continue
-        if ENTRIES[op] or tiers.available(op.name.lower(), lambda: _load_cached_kernel(op),
-                                          lambda: load_kernel(op)):
-            _call_one(op, itab, ftab, bases, start)  # the loop is not loaded yet, or stopped here
-        else:
-            if fallback is None:
-                fallback = reference_memory(program, bases, pitch)
-            began = time.perf_counter()
-            with np.errstate(all="ignore"):  # NaN and inf are values here, as in the kernels
-                OPDEFS[op].reference(program.instructions[start], fallback)
-            tiers.ran_interpreted(op.name.lower(), time.perf_counter() - began)
+        fallback = _tiered_step(op, program, itab, ftab, bases, start, fallback, pitch)
         if bases[-1] != 0:
             return start
         start += 1
@@ -243,13 +234,7 @@ def execute_branching(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray, pro
         if program is None:
             load_kernel(op)
             continue
-        if ENTRIES[op] or tiers.available(op.name.lower(), lambda: _load_cached_kernel(op),
-                                          lambda: load_kernel(op)):
-            _call_one(op, itab, ftab, bases, start)  # the loop is not loaded yet, or stopped here
-        else:
-            if fallback is None:
-                fallback = reference_memory(program, bases, pitch)
-            _reference_step(op, program.instructions[start], fallback, bases)
+        fallback = _tiered_step(op, program, itab, ftab, bases, start, fallback, pitch)
         if bases[-1] != 0:
             return start, path[:taken]
         target = int(bases[-JUMP_FROM_END]) - 1
@@ -266,6 +251,19 @@ def execute_branching(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray, pro
         bases[-JUMP_FROM_END] = 0
         start = target
     return -1, path[:taken]
+
+
+def _tiered_step(op: Opcode, program, itab, ftab, bases, start: int, fallback, pitch):
+    """Run instruction ``start`` through its compiled kernel if its tier has one, else on the
+    reference executor (its memory made on first need); returns that memory (or None)."""
+    if ENTRIES[op] or tiers.available(op.name.lower(), lambda: _load_cached_kernel(op),
+                                      lambda: load_kernel(op)):
+        _call_one(op, itab, ftab, bases, start)  # the loop is not loaded yet, or stopped here
+        return fallback
+    if fallback is None:
+        fallback = reference_memory(program, bases, pitch)
+    _reference_step(op, program.instructions[start], fallback, bases)
+    return fallback
 
 
 def _reference_step(op: Opcode, ins, mem: RefMemory, bases: np.ndarray) -> None:
