@@ -31,7 +31,8 @@ def test_failures_are_classified_by_what_unblocks_them():
     assert reason({"ran": False, "error": missing + "'nki.collectives'"}).startswith("blocker 7")
     assert reason({"ran": False, "error": missing + "'neuronxcc'"}).startswith("legacy")
     upstream = "AttributeError: 'NkiTensor' object has no attribute 'base_tensor'"  # moe_tkg's MX loaders
-    assert reason({"ran": False, "test": "test_moe_tkg_mx[float4_e2m1fn_x4]", "error": upstream}) == "broken upstream"
+    moe_tkg_mx = {"ran": False, "test": "test_moe_tkg_mx[float4_e2m1fn_x4]", "error": upstream}
+    assert reason(moe_tkg_mx) == "broken upstream"
     assert reason({"ran": True, "correct": False, "error": "out: max |error| 3"}) == "wrong result"
     assert reason({"ran": False, "error": "ConstraintError: k.py:3: x"}) == "neuronsim"
 
