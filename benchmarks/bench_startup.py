@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "concurrent_warm": warm_together,
         "concurrent_warm_over_warm_wall": [p["wall_s"] / warm["wall_s"] for p in warm_together],
         "concurrent_cold_over_concurrent_warm_wall": [c["wall_s"] / w["wall_s"]
-                                                      for c, w in zip(together, warm_together)],
+                                                      for c, w in zip(together, warm_together, strict=True)],
         "load_1min": os.getloadavg()[0],
     }
     if args.json:

@@ -18,14 +18,14 @@ output, then, line by line, each number of the current run over the same number 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
-import io
-import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

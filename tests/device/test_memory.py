@@ -163,7 +163,7 @@ def test_storage_bytes_is_the_extent_of_the_view(seed):
         stride = torch.randint(0, 7, (dims,), generator=g).tolist()
         dtype = (torch.float32, torch.float16, torch.int64)[int(torch.randint(0, 3, (), generator=g))]
         t = torch.empty_strided(size, stride, dtype=dtype)
-        expected = 0 if t.numel() == 0 else (1 + sum((s - 1) * st for s, st in zip(size, stride))) * dtype.itemsize
+        expected = 0 if t.numel() == 0 else (1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True))) * dtype.itemsize
         assert memory.storage_bytes(size, stride, dtype) == expected, (size, stride, dtype)
         assert t.untyped_storage().nbytes() == expected  # ATen allocates the same extent
 

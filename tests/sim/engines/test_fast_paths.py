@@ -7,10 +7,10 @@ partial tiles, every dtype, overlapping copies).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
-
-from fractions import Fraction
 
 from neuronsim.sim.engines.tensor import _matmul_panel, fma_f32_np, matmul_f32, matmul_np
 from neuronsim.sim.memory.numerics import canonicalize_nan
