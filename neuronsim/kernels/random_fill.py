@@ -107,7 +107,8 @@ def bernoulli(dst, *p, prob=None):
 def random_int(dst, low, span):
     """``low + bits mod span``."""
     u = _uniform(dst.shape)
-    nisa.tensor_scalar(dst=u, data=u, op0=A.multiply, operand0=float(RANGE_MAX), op1=A.mod, operand1=float(span))
+    nisa.tensor_scalar(dst=u, data=u, op0=A.multiply, operand0=float(RANGE_MAX), op1=A.mod,
+                       operand1=float(span))
     nisa.tensor_scalar(dst=dst, data=u, op0=A.add, operand0=float(low))
 
 

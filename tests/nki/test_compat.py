@@ -31,11 +31,13 @@ def test_failures_are_classified_by_what_unblocks_them():
     assert reason({"ran": False, "error": missing + "'nki.collectives'"}).startswith("blocker 7")
     assert reason({"ran": False, "error": missing + "'neuronxcc'"}).startswith("legacy")
     upstream = "AttributeError: 'NkiTensor' object has no attribute 'base_tensor'"  # moe_tkg's MX loaders
-    assert reason({"ran": False, "test": "test_moe_tkg_mx[float4_e2m1fn_x4]", "error": upstream}) == "broken upstream"
+    moe_tkg_mx = {"ran": False, "test": "test_moe_tkg_mx[float4_e2m1fn_x4]", "error": upstream}
+    assert reason(moe_tkg_mx) == "broken upstream"
     assert reason({"ran": True, "correct": False, "error": "out: max |error| 3"}) == "wrong result"
     mx_case = "test_moe_bwmm_mx_cte_unit[2-3072-float4_e2m1fn_x4]"
     assert reason({"ran": False, "test": mx_case, "error": "ValueError: x"}).startswith("blocker 7")
-    assert reason({"ran": True, "correct": False, "test": mx_case, "error": "output: max |error| 0"}) == "wrong result"
+    mx_wrong = {"ran": True, "correct": False, "test": mx_case, "error": "output: max |error| 0"}
+    assert reason(mx_wrong) == "wrong result"
     assert reason({"ran": False, "error": "ConstraintError: k.py:3: x"}) == "neuronsim"
 
 

@@ -571,7 +571,8 @@ def test_tensor_scalar_cumulative_running_sum_and_loaded_max():
         acc = (acc + x[:, i] * np.float32(0.5)).astype(np.float32)
         want[:, i] = acc
     np.testing.assert_array_equal(total, want)
-    np.testing.assert_array_equal(peak, np.maximum.accumulate(np.concatenate([start, x], axis=1), axis=1)[:, 1:])
+    running_max = np.maximum.accumulate(np.concatenate([start, x], axis=1), axis=1)
+    np.testing.assert_array_equal(peak, running_max[:, 1:])
 
 
 def test_tensor_scalar_cumulative_misuse_names_the_line():
@@ -587,7 +588,8 @@ def test_tensor_scalar_cumulative_misuse_names_the_line():
     @nki.jit
     def no_start(a):
         t = nl.load(a)
-        nisa.tensor_scalar_cumulative(t, t, nl.add, nl.add, 0.0, reduce_cmd=nisa.reduce_cmd.load_reduce)  # <- here
+        load_reduce = nisa.reduce_cmd.load_reduce
+        nisa.tensor_scalar_cumulative(t, t, nl.add, nl.add, 0.0, reduce_cmd=load_reduce)  # <- here
         return a
     raises_at(no_start, [x], ConstraintError, "imm1 is None")
 
@@ -722,7 +724,8 @@ def test_xorwow_misuse_names_the_line():
     def wrong_words(s):
         nisa.rand_set_state(nl.load(s))  # <- here
         return s
-    raises_at(wrong_words, [np.zeros((8, 24), np.uint32)], ConstraintError, "6 uint32 words per lane on gpsimd")
+    raises_at(wrong_words, [np.zeros((8, 24), np.uint32)], ConstraintError,
+              "6 uint32 words per lane on gpsimd")
 
     @nki.jit
     def on_trn2(s):

@@ -87,8 +87,9 @@ def totals(rows: list[dict]) -> list[str]:
            f"- kernels: {n}; all cases correct {len(ok_kernels)} ({100 * len(ok_kernels) / max(n, 1):.0f}%)"]
     if nb:
         out.append(f"- kernels blocked only by work outside neuronsim's current-API frontend "
-                   f"(blocker 7, legacy API, broken upstream, framework mains, host memory): {nb}; correct among the "
-                   f"others: {len(ok_kernels)}/{n - nb} ({100 * len(ok_kernels) / max(n - nb, 1):.0f}%)")
+                   f"(blocker 7, legacy API, broken upstream, framework mains, host memory): {nb}; "
+                   f"correct among the others: {len(ok_kernels)}/{n - nb} "
+                   f"({100 * len(ok_kernels) / max(n - nb, 1):.0f}%)")
     causes: dict[str, int] = {}
     for r in rows:
         if not r.get("correct"):
