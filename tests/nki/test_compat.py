@@ -99,6 +99,19 @@ def test_outputs_are_read_as_the_library_reads_them_on_a_host():
     assert _as_read(halves, placeholder, placeholder).dtype == np.float16
 
 
+def test_an_output_that_is_nan_where_the_reference_has_numbers_is_counted_not_hidden():
+    """A NaN output has no finite error: the row says how many outputs are NaN/Inf where the golden
+    is finite (moe_bwmm_mx_cte's all-NaN slot once read "max |error| 0")."""
+    import numpy as np
+
+    from neuronsim.nki.compat.harness import differences
+
+    want = np.array([[1.0, 2.0, np.nan], [4.0, 0.0, 0.0]], np.float32)
+    got = np.array([[1.5, np.nan, np.nan], [np.inf, 0.0, 0.25]], np.float32)
+    assert differences(got, want) == (0.5, 2)  # the NaN where the golden is NaN is not counted
+    assert differences(want, want) == (0.0, 0)
+
+
 def test_library_harness_copies_only_the_arguments_a_kernel_writes(monkeypatch):
     """The library's inputs stay as the test made them for the next chip and its golden, but an input
     the kernel only reads is passed as it is: no second copy of a 4 GiB logits array."""
