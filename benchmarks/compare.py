@@ -8,14 +8,15 @@ The baseline is ``git archive``d once into a fixed directory beside its cache ro
 cache subdirectory after the absolute path of the source's directory, so a fresh temporary tree per
 run would recompile the whole executor every time; not inside the root, which older versions
 empty). Each tree has its own Numba cache root (``NEURON_SIM_CACHE_DIR``, by default beside the usual
-one; warm both first, ``neuronsim warmup``: the first run of a tree compiles) so neither version's
-cache pushes out the other's.
+one; warm both first: the first run of a tree compiles, ``neuronsim warmup`` where the tree has it)
+so neither version's cache pushes out the other's.
 
 Each benchmark runs as a fresh process in each tree (``NEURON_SIM=1``), alternating baseline,
 current, baseline, ... so both see the same machine load. By default both trees run this checkout's
 script (copied beside the baseline's own, so it finds that tree's examples): the same measurements,
 including the CPU times the scripts print (thread or process CPU time, which a busy machine changes
-far less than wall time); ``--own-scripts`` runs each tree's own. Besides what a script prints, each
+far less than wall time); ``--own-scripts`` runs each tree's own, as does a baseline this checkout's
+script fails on (it imports what the baseline lacks). Besides what a script prints, each
 run's process CPU time (user + system, its children included) is measured here.
 
 It prints every run's output, then per script and at the end for all of them, line by line, each
@@ -73,6 +74,10 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+class RunFailed(Exception):
+    pass
+
+
 def _run(tree: Path, script: Path, cache: Path, args: list[str], timeout: float | None) -> str:
     """The script's output in ``tree``, and a last line with the process CPU time it took."""
     env = dict(os.environ, PYTHONPATH=str(tree), NEURON_SIM_CACHE_DIR=str(cache), NEURON_SIM="1")
@@ -87,7 +92,7 @@ def _run(tree: Path, script: Path, cache: Path, args: list[str], timeout: float 
         out += f"(stopped after {timeout:.0f} s)\n"
     else:
         if proc.returncode != 0:
-            raise SystemExit(f"{script.name} in {tree} failed:\n{err[-3000:]}")
+            raise RunFailed(f"{script.name} in {tree} failed:\n{err[-3000:]}")
     return out + f"{CPU_LINE} {_children_cpu() - cpu0:.2f}\n"
 
 
@@ -101,7 +106,8 @@ def _fmt(x: float) -> str:
 
 def _summary(base_runs: list[str], head_runs: list[str]) -> list[str]:
     """Per output line present in every run with the same count of numbers: the line (current tree,
-    first run), then each number as baseline median -> current median = ratio."""
+    first run), then each number as baseline median -> current median = ratio (one value where the
+    medians are equal)."""
     out = []
     base_lines = [r.splitlines() for r in base_runs]
     head_lines = [r.splitlines() for r in head_runs]
@@ -117,10 +123,11 @@ def _summary(base_runs: list[str], head_runs: list[str]) -> list[str]:
         for j in range(len(head[0])):
             h = statistics.median(n[j] for n in head)
             b = statistics.median(n[j] for n in base)
-            if h == b:
-                continue  # sizes, counts: the same in both trees
-            cells.append(f"{_fmt(b)} -> {_fmt(h)} = {h / b:.2f}" if b else f"{_fmt(b)} -> {_fmt(h)}")
-        out.append(f"{line.strip()}\n    {' | '.join(cells) or 'same numbers'}")
+            if h == b:  # sizes, counts: the same in both trees
+                cells.append(_fmt(h))
+            else:
+                cells.append(f"{_fmt(b)} -> {_fmt(h)} = {h / b:.2f}" if b else f"{_fmt(b)} -> {_fmt(h)}")
+        out.append(f"{line.strip()}\n    {' | '.join(cells)}")
     return out
 
 
@@ -145,15 +152,27 @@ def main(argv: list[str] | None = None) -> int:
     tables = []
     for script in args.scripts:
         base_script = _script_in(base_tree, script, args.own_scripts)
+        own = args.own_scripts
         base_runs, head_runs, loads = [], [], []
         for r in range(args.repeats):
             loads.append(_load())
-            base_runs.append(_run(base_tree, base_script, base_cache, extra, args.timeout))
+            try:
+                base_runs.append(_run(base_tree, base_script, base_cache, extra, args.timeout))
+            except RunFailed as failed:
+                if own or r:
+                    raise SystemExit(str(failed)) from None
+                # this checkout's script uses what the baseline lacks: the baseline runs its own
+                print(f"{failed}\n(the baseline runs its own {script} instead)", flush=True)
+                own, base_script = True, _script_in(base_tree, script, True)
+                base_runs.append(_run(base_tree, base_script, base_cache, extra, args.timeout))
             loads.append(_load())
-            head_runs.append(_run(ROOT, ROOT / "benchmarks" / script, ours, extra, args.timeout))
+            try:
+                head_runs.append(_run(ROOT, ROOT / "benchmarks" / script, ours, extra, args.timeout))
+            except RunFailed as failed:
+                raise SystemExit(str(failed)) from None
             print(f"== {script}, run {r + 1}: baseline {args.baseline}\n{base_runs[-1]}"
                   f"== {script}, run {r + 1}: current\n{head_runs[-1]}", flush=True)
-        scripts = "each tree's own script" if args.own_scripts else "this checkout's script in both"
+        scripts = "each tree's own script" if own else "this checkout's script in both"
         title = (f"== {script}: baseline {args.baseline} -> current, medians of {args.repeats} alternating "
                  f"runs (load {min(loads):.1f}-{max(loads):.1f}; {scripts})")
         tables.append(title + "\n" + "\n".join(_summary(base_runs, head_runs)))
