@@ -1,5 +1,5 @@
-"""Build the device's C++ library (``neuron_device.cpp``, ``neuron_memory.cpp``) with the system C++
-compiler once per torch version and source, cached.
+"""Build the device's C++ library (``neuron_device.cpp``, ``neuron_memory.cpp``, ``neuron_keys.cpp``,
+``neuron_ops.cpp``) with the system C++ compiler once per torch version and source, cached.
 
 The library is compiled against the installed torch's own headers (its wheel ships them) and
 links its libc10/libtorch_cpu/libtorch_python, so it always matches the torch in use. The cache key
@@ -24,7 +24,9 @@ from pathlib import Path
 from neuronsim import env
 from neuronsim.errors import NativeBuildError
 
-SOURCES = (Path(__file__).with_name("neuron_device.cpp"), Path(__file__).with_name("neuron_memory.cpp"))
+SOURCES = tuple(Path(__file__).with_name(name)
+                for name in ("neuron_device.cpp", "neuron_memory.cpp", "neuron_keys.cpp", "neuron_ops.cpp"))
+HEADERS = (Path(__file__).with_name("neuron_memory.h"), Path(__file__).with_name("neuron_keys.h"))
 COMPILE_TIMEOUT_S = 600  # a cold compile takes a few seconds; a loaded CI machine, much longer
 _COMPILERS = ("g++", "c++", "clang++")
 
@@ -77,7 +79,7 @@ def library_path(compiler: str) -> Path:
 
     include, lib, abi = _torch_paths()
     h = hashlib.sha256()
-    for source in SOURCES:
+    for source in (*SOURCES, *HEADERS):
         h.update(source.read_bytes())
     for part in (torch.__version__, str(abi), compiler, str(include)):
         h.update(b"\0" + part.encode())
@@ -99,29 +101,47 @@ def build() -> Path:
 
 
 def _compile(compiler: str, target: Path) -> None:
+    """Each source compiled to an object file at once (in parallel: the translation units take
+    seconds each, minutes on a loaded machine), then linked into ``target``."""
     include, lib, abi = _torch_paths()
-    fd, partial = tempfile.mkstemp(prefix=target.stem + ".", suffix=".partial", dir=target.parent)
-    os.close(fd)
-    command = [
-        compiler, "-O2", "-std=c++20", "-shared", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",
-        "-I", str(include), *map(str, SOURCES), "-o", partial,
-        "-L", str(lib), "-lc10", "-ltorch_cpu", "-ltorch_python", f"-Wl,-rpath,{lib}",
-    ]
+    with tempfile.TemporaryDirectory(prefix=target.stem + ".", dir=target.parent) as work:
+        flags = ["-O2", "-std=c++20", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",
+                 "-I", str(include)]
+        objects = [str(Path(work) / (source.stem + ".o")) for source in SOURCES]
+        _run_all(compiler, [[compiler, *flags, "-c", str(source), "-o", obj]
+                            for source, obj in zip(SOURCES, objects, strict=True)])
+        partial = str(Path(work) / target.name)
+        _run_all(compiler, [[compiler, "-shared", *objects, "-o", partial, "-L", str(lib), "-lc10",
+                             "-ltorch_cpu", "-ltorch_python", f"-Wl,-rpath,{lib}"]])
+        os.chmod(partial, 0o755)  # (the cache may be shared)
+        os.replace(partial, target)
+
+
+def _run_all(compiler: str, commands: list[list[str]]) -> None:
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        os.unlink(partial)
+        running = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                   for c in commands]
+    except OSError as exc:
         raise NativeBuildError(f"compiling {_names()} with {compiler} failed: {exc}. {_why()}") from exc
-    if done.returncode != 0:
-        os.unlink(partial)
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-20:])
+    failed = None
+    for command, process in zip(commands, running, strict=True):
+        try:
+            output, _ = process.communicate(timeout=COMPILE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
+            output = f"timed out after {COMPILE_TIMEOUT_S} s\n{output}"
+        if process.returncode != 0 and failed is None:
+            failed = (command, process.returncode, output)
+    if failed is not None:
+        command, status, output = failed
+        tail = "\n".join(output.strip().splitlines()[-20:])
         raise NativeBuildError(
-            f"compiling {_names()} with {compiler} failed (exit status {done.returncode}). "
+            f"compiling {_names()} with {compiler} failed (exit status {status}). "
             f"{_why()}\n$ {' '.join(command)}\n{tail}"
         )
-    os.chmod(partial, 0o755)  # (mkstemp made it private; the cache may be shared)
-    os.replace(partial, target)
 
 
 def _names() -> str:
-    return " and ".join(source.name for source in SOURCES)
+    *first, last = (source.name for source in SOURCES)
+    return f"{', '.join(first)} and {last}"
