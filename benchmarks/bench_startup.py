@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "concurrent_warm": warm_together,
         "concurrent_warm_over_warm_wall": [p["wall_s"] / warm["wall_s"] for p in warm_together],
         "concurrent_cold_over_concurrent_warm_wall": [c["wall_s"] / w["wall_s"]
-                                                      for c, w in zip(together, warm_together)],
+                                                      for c, w in zip(together, warm_together, strict=True)],
         "load_1min": os.getloadavg()[0],
     }
     if args.json:
@@ -116,12 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compile workers (off the critical path, going on after the run): {cold_workers:.1f} s CPU "
               f"for the cold run, {together_workers:.1f} s for the {len(together)} together")
     for i, p in enumerate(warm_together):
-        print(f"  {f'warm, {i + 1} of {len(warm_together)} together':<22} {p['wall_s']:8.1f} {p['cpu_s']:8.1f}")
+        label = f"warm, {i + 1} of {len(warm_together)} together"
+        print(f"  {label:<22} {p['wall_s']:8.1f} {p['cpu_s']:8.1f}")
     ratios = ", ".join(f"{r:.2f}x" for r in result["concurrent_over_cold_wall"])
     print(f"{len(together)} together, each over one cold process (wall): {ratios} (target: at most 1.5x)")
     floor = ", ".join(f"{r:.2f}x" for r in result["concurrent_warm_over_warm_wall"])
-    print(f"{len(warm_together)} warm together, each over one warm process (wall): {floor} (the machine's own "
-          f"sharing of its {os.cpu_count()} cores, which no cache removes)")
+    print(f"{len(warm_together)} warm together, each over one warm process (wall): {floor} "
+          f"(the machine's own sharing of its {os.cpu_count()} cores, which no cache removes)")
     over_warm = ", ".join(f"{r:.2f}x" for r in result["concurrent_cold_over_concurrent_warm_wall"])
     print(f"{len(together)} cold together, each over the {len(warm_together)} warm together (wall): "
           f"{over_warm} (what the cold cache adds to running together); load average at the end "

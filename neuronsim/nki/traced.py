@@ -177,7 +177,8 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
         n,
         info={"hbm_bytes": hbm_bytes, "loop_barriers": trace.loop_barriers,
               # the staging tensors of nki.collectives calls: one array seen by every rank (ranks.py)
-              "world": {c[2] for c in trace.collectives}, "collectives": [(c[0], c[1], c[4], c[5]) for c in trace.collectives],
+              "world": {c[2] for c in trace.collectives},
+              "collectives": [(c[0], c[1], c[4], c[5]) for c in trace.collectives],
               "private_hbm_bytes": max(sum(hbm.nbytes(b) for b in p) for p in privates)},
     )
 

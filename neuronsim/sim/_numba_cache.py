@@ -19,8 +19,8 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numba
 from numba.core.compiler_lock import global_compiler_lock

@@ -29,7 +29,6 @@ import threading
 import time
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 

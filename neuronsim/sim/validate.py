@@ -112,7 +112,7 @@ def _check_bounds(ins: Instruction, ap: AccessPattern, chip: ChipSpec) -> None:
     if not ap.pattern or len(ap.pattern) - 1 > MAX_FREE_DIMS:
         raise fail(ins, f"{ap.describe()} has {len(ap.pattern) - 1} free dims; access patterns have 1 to "
                    f"{MAX_FREE_DIMS}")
-    for step, num in ap.pattern:
+    for _, num in ap.pattern:
         if num < 1:
             raise fail(ins, f"{ap.describe()} has a dimension of size {num}")
     lo, hi = _free_extent(ap)

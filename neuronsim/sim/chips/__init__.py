@@ -10,10 +10,10 @@ import dataclasses
 import functools
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from neuronsim.errors import ChipSpecError
 
