@@ -179,6 +179,7 @@ def options(**changes) -> Iterator[SimOptions]:
     _notify(before=True)
     token = _current.set(new)
     _open_scopes.append(new)
+    _notify(before=False)
     try:
         yield new
     finally:

@@ -1,7 +1,8 @@
 """The cached native op in C++ (``device/cpp/neuron_ops.cpp``, ``device/native/fast.py``): a repeat
 call runs its published launch record without Python, with the Python path's bits, clock records
-and op counts; a call it does not know (another shape, dtype, stride or device, options in scope, a
-CPU operand, a kernel gone) runs the Python path; a run that stops raises the Python path's error."""
+and op counts; a call it does not know (another shape, dtype, stride or device, other options, a
+kernel gone) runs the Python path; a run that stops raises the Python path's error. Under fast
+numerics the C++ kernel calls ATen-CPU on host views as the Python path does."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from numba import njit
 
 import neuronsim
-from neuronsim.device import clock, dispatch, tracking
+from neuronsim.device import clock, dispatch, hbm, tracking
 from neuronsim.device.native import fast
 from neuronsim.sim import execute_numba
 from neuronsim.sim.ir import Opcode
@@ -88,6 +89,40 @@ def test_a_repeat_call_runs_in_cpp_with_the_python_paths_bits_clock_and_counts(n
         assert cpp[2] == python[2]
 
 
+@pytest.mark.parametrize("name", ["a + b", "a * 0.5 (a wrapped number)", "a.add_(b)", "a @ b",
+                                  "max(dim) (two outputs)", "_foreach_add_"])
+def test_fast_numerics_repeat_calls_run_aten_in_cpp_as_the_python_path_does(name):
+    fn = OPS[name]
+    ledger = hbm.ledger(0)
+    with neuronsim.options(numerics="fast"):
+        fn(*_inputs(1))
+
+        def run(seed: int):
+            a, b = _inputs(seed)
+            torch.neuron.synchronize()
+            clock.clock(0).reset()
+            tracking.clear_op_tracking()
+            held = ledger.allocated_bytes
+            result = fn(a, b)
+            charged = ledger.allocated_bytes - held
+            out = _cpu(result if result is not None else [a, b])
+            return out, _events(), tracking.get_op_counts(), charged
+
+        with fast.disabled():
+            before = fast.hits()
+            python = run(2)
+            assert fast.hits() == before
+        again = [run(2), run(2)]
+        assert fast.hits() == before + 2
+    for cpp in again:
+        assert _same_bits(cpp[0], python[0])
+        assert cpp[1:] == python[1:]  # clock records, op counts, HBM charged for the results
+    with neuronsim.options(numerics="fast"), neuronsim.options(chip="trn3"):  # two scopes: Python only
+        before = fast.hits()
+        fn(*_inputs(2))
+        assert fast.hits() == before
+
+
 def test_a_changed_shape_dtype_stride_or_device_is_a_new_signature():
     a, b = _inputs(3)
     _compiled(torch.add, a, b)
@@ -123,7 +158,7 @@ def test_calls_it_does_not_know_run_the_python_path():
     a, b = _inputs(5)
     _compiled(torch.mul, a, b)
     before = fast.hits()
-    with neuronsim.options(numerics="fast"):  # options in scope: every call goes through Python
+    with neuronsim.options(numerics="fast"):  # other options: records of their own (this one publishes)
         assert torch.equal(torch.mul(a, b).cpu(), a.cpu() * b.cpu())
     assert fast.hits() == before
     torch.mul(a, b)

@@ -14,7 +14,9 @@
 // A hit allocates the outputs (neuron_memory.cpp: the HBM ledger is charged as in Python), copies the
 // calling thread's base addresses for the Program, writes each HBM slot's address, and calls the
 // Numba executor's compiled loop (`run_encoded`) through its native entry point, with Numba's calling
-// convention (the Python side checks the function's LLVM type before publishing its address). The
+// convention (the Python side checks the function's LLVM type before publishing its address). Under
+// fast numerics a hit calls the op's ATen-CPU kernel on CPU views of the neuron tensors and adopts its
+// fresh results as neuron tensors (host.py's short path, memory.adopt). The
 // clock charge and the op count are queued here and drained into the device clock and the op
 // tracking by Python before anything reads or charges them (fast.drain), so the profiler sees the
 // same records in the same order. A run that stopped (an index out of bounds, a kernel that raised)
@@ -83,7 +85,14 @@ struct Record {
   int32_t written = 0;                         // in-place: the first `written` inputs are the outputs
   int32_t returns = kNothing;
   std::vector<std::pair<int64_t, std::vector<int64_t>>> bases;  // (core token, template) per core
+  int32_t host = -1;  // fast numerics: ATen-CPU computes the call on host views (a HostResult)
 };
+
+// What a fast-numerics call returns (schema.py's fast_path): its fresh results adopted as neuron
+// tensors, `self`, or nothing.
+enum HostResult : int32_t { kFresh = 0, kHostSelf = 1, kNone = 2 };
+
+void charged(const Record* r, int device);
 
 struct KeyHash {
   size_t operator()(const Key& k) const noexcept {
@@ -97,7 +106,7 @@ struct KeyHash {
 
 // Global state the Python side sets (fast.py); the records live as long as the process.
 std::mutex g_mu;                                   // publishing, and the records' core lists
-std::atomic<int> g_armed{0};                       // the options allow hits (exact numerics, default scope)
+std::atomic<int64_t> g_slot{0};                    // the options in effect (0: no hits), first in every key
 std::atomic<int64_t> g_epoch{1};                   // bumped by a clear: thread tokens and records go
 std::atomic<int64_t> g_capacity{0};                // HBM bytes of one logical core
 std::atomic<Ledger*> g_ledgers[kMaxDevices] = {};  // per device index
@@ -130,6 +139,127 @@ thread_local int64_t t_core_epoch = 0;  // the epoch the token was set in
 thread_local std::vector<int64_t> t_stop;
 thread_local std::vector<int64_t> t_bases;
 
+int device_of(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 ? t.device().index() : -1;
+  }
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList().vec()) {
+      if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
+        return t.device().index();
+      }
+    }
+  }
+  return -1;
+}
+
+void release_storage(void* context) {
+  delete static_cast<c10::Storage*>(context);
+}
+
+// A CPU tensor over a neuron tensor's bytes (memory.host_view): a storage of its own whose deleter
+// holds the neuron storage.
+at::Tensor cpu_view(const at::Tensor& t) {
+  const c10::Storage& storage = t.storage();
+  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage, c10::Device(c10::kCPU));
+  c10::Storage host(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+                                                           std::move(ptr), nullptr, false));
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(host), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                   t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+bool on_device(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+c10::IValue host_view(const c10::IValue& v) {
+  if (v.isTensor()) {
+    return on_device(v.toTensor()) ? c10::IValue(cpu_view(v.toTensor())) : v;
+  }
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> views = v.toTensorList().vec();
+    for (at::Tensor& t : views) {
+      if (on_device(t)) {
+        t = cpu_view(t);
+      }
+    }
+    return c10::IValue(c10::List<at::Tensor>(views));
+  }
+  return v;
+}
+
+// What an adopted result's storage owns: the CPU storage, and the bytes to give back.
+struct Adopted {
+  c10::Storage host;
+  Ledger* ledger;
+  int64_t nbytes;
+};
+
+void free_adopted(void* context) {
+  auto* a = static_cast<Adopted*>(context);
+  if (a->nbytes > 0) {
+    a->ledger->release(a->nbytes);
+  }
+  delete a;
+}
+
+// A fresh CPU result as a neuron tensor over the same bytes, charged to `ledger` (memory.adopt: the
+// storage spans the tensor's elements from its first). False if over capacity or not plain.
+bool adopt_tensor(at::Tensor& t, Ledger* ledger, int64_t capacity, int device) {
+  if (!t.defined() || t.device().type() != c10::DeviceType::CPU) {
+    return true;  // (returned as it is, as _fresh_result does)
+  }
+  if (t.layout() != c10::kStrided || t.is_conj() || t.is_neg() || !t.has_storage()) {
+    return false;
+  }
+  int64_t nbytes = 0;
+  if (t.numel() > 0) {
+    int64_t extent = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      extent += (t.size(d) - 1) * t.stride(d);
+    }
+    nbytes = extent * static_cast<int64_t>(t.element_size());
+  }
+  if (nbytes > 0 && !ledger->charge(nbytes, capacity)) {
+    return false;
+  }
+  auto* owner = new Adopted{t.storage(), ledger, nbytes};
+  c10::DataPtr ptr(t.data_ptr(), owner, &free_adopted,
+                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
+                                                              std::move(ptr), nullptr, false));
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
+                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides());
+  t = at::Tensor(std::move(impl));
+  return true;
+}
+
+bool adopt_result(c10::IValue& v, Ledger* ledger, int64_t capacity, int device) {
+  if (v.isTensor()) {
+    at::Tensor t = v.toTensor();
+    if (!adopt_tensor(t, ledger, capacity, device)) {
+      return false;
+    }
+    v = std::move(t);
+    return true;
+  }
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> ts = v.toTensorList().vec();
+    for (at::Tensor& t : ts) {
+      if (!adopt_tensor(t, ledger, capacity, device)) {
+        return false;
+      }
+    }
+    v = c10::IValue(c10::List<at::Tensor>(ts));
+    return true;
+  }
+  return true;
+}
+
 int64_t wall_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -157,8 +287,8 @@ struct OpKernel final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     size_t n = op.schema().arguments().size();
     c10::IValue* args = stack->data() + (stack->size() - n);
-    bool keyed = g_armed.load(std::memory_order_relaxed) && build_key(args, n);
-    if (keyed && run_cached(args, n, stack)) {
+    bool keyed = g_slot.load(std::memory_order_relaxed) != 0 && build_key(args, n);
+    if (keyed && run_cached(op, args, n, stack)) {
       return;
     }
     hand_to_python(op, stack, args, n, keyed);
@@ -169,6 +299,7 @@ struct OpKernel final : public c10::OperatorKernel {
   bool build_key(const c10::IValue* args, size_t n) {
     Key& key = t_key;
     key.clear();
+    key.push_back(g_slot.load(std::memory_order_relaxed));
     int device = -1;
     for (size_t i = 0; i < n; ++i) {
       if (!encode(args[i], key, device)) {
@@ -192,6 +323,9 @@ struct OpKernel final : public c10::OperatorKernel {
       return nullptr;
     }
     Record* r = it->second.get();
+    if (r->host >= 0) {
+      return r;  // (ATen-CPU needs no core memory)
+    }
     if (t_core_epoch != g_epoch.load(std::memory_order_relaxed)) {
       return nullptr;
     }
@@ -204,10 +338,13 @@ struct OpKernel final : public c10::OperatorKernel {
     return nullptr;
   }
 
-  bool run_cached(c10::IValue* args, size_t n, torch::jit::Stack* stack) {
+  bool run_cached(const c10::OperatorHandle& op, c10::IValue* args, size_t n, torch::jit::Stack* stack) {
     Record* r = find();
     if (r == nullptr) {
       return false;
+    }
+    if (r->host >= 0) {
+      return run_on_host(op, r, args, n, stack);
     }
     int64_t* entries = g_entries.load(std::memory_order_relaxed);
     for (int64_t code : r->opcodes) {  // a compile unit unloaded since (tests do): Python resumes it
@@ -263,14 +400,7 @@ struct OpKernel final : public c10::OperatorKernel {
       ++g_stops;
       return false;
     }
-    {
-      std::lock_guard<std::mutex> hold(g_queue_mu);
-      g_queue.push_back(r->py_index);
-      g_queue.push_back(device);
-      g_queue.push_back(wall_ns());
-      g_pending = static_cast<int64_t>(g_queue.size() / 3);
-    }
-    g_hits.fetch_add(1, std::memory_order_relaxed);
+    charged(r, device);
     c10::IValue self;
     if (r->returns == kSelf) {
       self = args[0];
@@ -291,6 +421,44 @@ struct OpKernel final : public c10::OperatorKernel {
       default:
         break;
     }
+    return true;
+  }
+
+  // Fast numerics: the op on CPU views of the neuron tensors (host.py's host_runner, in C++), its
+  // fresh CPU results made neuron tensors charged to the ledger (memory.adopt).
+  bool run_on_host(const c10::OperatorHandle& op, Record* r, c10::IValue* args, size_t n, torch::jit::Stack* stack) {
+    int device = -1;
+    for (size_t i = 0; i < n && device < 0; ++i) {
+      device = device_of(args[i]);
+    }
+    Ledger* ledger = device >= 0 && device < kMaxDevices ? g_ledgers[device].load() : nullptr;
+    if (ledger == nullptr) {
+      return false;
+    }
+    std::vector<c10::IValue> saved;  // (if a result cannot be adopted, Python takes the call)
+    if (r->host == kFresh) {
+      saved.assign(args, args + n);
+    }
+    c10::IValue self = args[0];
+    for (size_t i = 0; i < n; ++i) {
+      args[i] = host_view(args[i]);
+    }
+    c10::Dispatcher::singleton().callBoxed(op, stack);
+    size_t returned = op.schema().returns().size();
+    c10::IValue* results = stack->data() + (stack->size() - returned);
+    if (r->host == kFresh) {
+      int64_t capacity = g_capacity.load(std::memory_order_relaxed);
+      for (size_t i = 0; i < returned; ++i) {
+        if (!adopt_result(results[i], ledger, capacity, device)) {
+          torch::jit::drop(*stack, returned);  // (the adopted ones are released with them)
+          stack->insert(stack->end(), saved.begin(), saved.end());
+          return false;
+        }
+      }
+    } else if (r->host == kHostSelf && returned == 1) {
+      results[0] = std::move(self);
+    }
+    charged(r, device);
     return true;
   }
 
@@ -363,8 +531,48 @@ struct OpKernel final : public c10::OperatorKernel {
 
 thread_local Key OpKernel::t_key;
 
+// A finished call: its clock charge and op count queued for Python.
+void charged(const Record* r, int device) {
+  {
+    std::lock_guard<std::mutex> hold(g_queue_mu);
+    g_queue.push_back(r->py_index);
+    g_queue.push_back(device);
+    g_queue.push_back(wall_ns());
+    g_pending = static_cast<int64_t>(g_queue.size() / 3);
+  }
+  g_hits.fetch_add(1, std::memory_order_relaxed);
+}
+
 std::mutex g_library_mu;
 torch::Library* g_library = nullptr;
+
+// The pending hand-over of this thread if `op_name` is its op and `pointers` are the data pointers
+// of its tensors at `inputs` ((stack position, list element or -1) pairs); else null.
+Pending* handed_over(const char* op_name, const int64_t* pointers, const int64_t* inputs, int64_t n_inputs) {
+  Pending* p = t_pending;
+  if (p == nullptr || p->published != nullptr || *p->op_name != op_name || n_inputs < 1) {
+    return nullptr;
+  }
+  const std::vector<c10::IValue>& args = *p->args;
+  at::Tensor holder;
+  for (int64_t i = 0; i < n_inputs; ++i) {
+    int64_t position = inputs[2 * i], element = inputs[2 * i + 1];
+    if (position < 0 || position >= static_cast<int64_t>(args.size())) {
+      return nullptr;
+    }
+    const c10::IValue& v = args[position];
+    bool fits = element < 0 ? v.isTensor()
+                            : v.isTensorList() && element < static_cast<int64_t>(v.toTensorList().size());
+    if (!fits) {
+      return nullptr;
+    }
+    const at::Tensor& t = input_at(args.data(), position, element, holder);
+    if (!t.defined() || reinterpret_cast<int64_t>(t.data_ptr()) != pointers[i]) {
+      return nullptr;
+    }
+  }
+  return p;
+}
 
 }  // namespace
 
@@ -388,8 +596,9 @@ int neuronsim_fast_register(const char* name, const char* op_name, int writes_fi
   }
 }
 
-void neuronsim_fast_arm(int armed) {
-  g_armed.store(armed);
+// The options in effect: records are published and found under their slot (0: no hits).
+void neuronsim_fast_set_slot(int64_t slot) {
+  g_slot.store(slot);
 }
 
 // Drops every record (the next call of each signature goes through Python and publishes again).
@@ -447,6 +656,21 @@ int64_t neuronsim_fast_take_stop(int64_t* out, int64_t max) {
   return n;
 }
 
+// Publishes a fast-numerics record (ATen-CPU on host views; `result`: a HostResult) of the call this
+// thread handed to Python, as neuronsim_fast_publish does.
+int neuronsim_fast_publish_host(const char* op_name, const int64_t* pointers, const int64_t* inputs,
+                                int64_t n_inputs, int64_t py_index, int32_t result) {
+  Pending* p = handed_over(op_name, pointers, inputs, n_inputs);
+  if (p == nullptr) {
+    return 0;
+  }
+  auto r = std::make_unique<Record>();
+  r->py_index = py_index;
+  r->host = result;
+  p->published = std::move(r);
+  return 1;
+}
+
 // Publishes the launch record of the call this thread handed to Python, if `op_name` is its op and
 // `pointers` (the data pointers of the record's inputs, in order) are that call's tensors. Returns
 // 1 if kept, 0 if this is not the handed-over call. Arrays are copied; `itab`/`ftab` must outlive
@@ -457,27 +681,8 @@ int neuronsim_fast_publish(const char* op_name, const int64_t* pointers, int64_t
                            const int64_t* inputs, int64_t n_inputs, const int64_t* outputs, int64_t n_outputs,
                            int32_t written, int32_t returns, int64_t core, const int64_t* bases,
                            int64_t n_bases) {
-  Pending* p = t_pending;
-  if (p == nullptr || p->published != nullptr || *p->op_name != op_name) {
-    return 0;
-  }
-  const std::vector<c10::IValue>& args = *p->args;
-  at::Tensor holder;
-  for (int64_t i = 0; i < n_inputs; ++i) {
-    int64_t position = inputs[2 * i], element = inputs[2 * i + 1];
-    if (position < 0 || position >= static_cast<int64_t>(args.size())) {
-      return 0;
-    }
-    const c10::IValue& v = args[position];
-    if (element < 0 ? !v.isTensor() : !(v.isTensorList() && element < static_cast<int64_t>(v.toTensorList().size()))) {
-      return 0;
-    }
-    const at::Tensor& t = input_at(args.data(), position, element, holder);
-    if (!t.defined() || reinterpret_cast<int64_t>(t.data_ptr()) != pointers[i]) {
-      return 0;
-    }
-  }
-  if (n_inputs < 1) {
+  Pending* p = handed_over(op_name, pointers, inputs, n_inputs);
+  if (p == nullptr) {
     return 0;
   }
   auto r = std::make_unique<Record>();

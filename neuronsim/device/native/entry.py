@@ -106,6 +106,7 @@ class Entry:
         self._tables = (self.prepared.itab, self.prepared.ftab)
         self._fast_capable = self.result is None and not self.seeded  # fast numerics: ATen computes it
         self._fast = None  # the C++ cached op's description of this entry (fast.py), once made
+        self._fast_host = None  # and of its fast-numerics host call
 
     def _per_call_check(self):
         """The check of a call's input values (None: the signature decides everything)."""
@@ -162,6 +163,8 @@ class Entry:
                 runner = self._host_runner = host_runner(self.plan, args, kwargs, self._varying)
             if runner is not None:
                 result = runner(args, kwargs, index)
+                if in_cpp.publishable is not None and in_cpp.publishable.value and self._check is None:
+                    in_cpp.publish_host(self, inputs[0], index, opts)
             else:
                 result = run_on_host(self.plan, args, kwargs, charge=False)
         else:

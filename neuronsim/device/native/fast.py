@@ -3,13 +3,19 @@ Python publishes to it, and the charges it queues.
 
 For each native op with a kernel on the device's own dispatch key, the C++ library's kernel sits on
 PrivateUse1 and the Python chokepoint on PrivateUse2. The C++ kernel keys a call by its arguments;
-a key it knows runs in C++ (outputs, the Program's compiled loop, a queued clock charge); any other
-call it hands to the chokepoint with the same stack. The chokepoint's Entry, having run such a call
-on the Numba executor under the environment's options, publishes its launch record here
-(:func:`publish`), and the key is known from then on. The C++ kernel takes hits only while no
-``options()`` scope is open anywhere and the environment's options run Programs exactly
-(``numerics=exact``, an executor other than ``reference``); in any other state every call goes
-through Python as before.
+a key it knows runs in C++; any other call it hands to the chokepoint with the same stack. The
+chokepoint's Entry, having run such a call, publishes what the call needs here (:func:`publish`,
+:func:`publish_host`), and the key is known from then on:
+
+* exact numerics: the launch record (outputs to allocate, where each HBM slot's address comes from,
+  the calling thread's core bases, the Program's compiled loop);
+* fast numerics: that ATen-CPU computes it on host views (``host.py``'s short path) and whether its
+  results are fresh tensors to adopt, ``self`` or nothing.
+
+Records are kept per options value (a slot, the first word of every key). Hits are taken while one
+set of options is in effect for every thread — the environment's, or those of the one open
+``options()`` scope (threads that opened none read it) — and not for the reference executor; with
+two scopes open, every call goes through Python.
 
 What a hit owes Python — the clock charge and the native-op count — is queued in C++ and drained
 (:func:`drain`) before any clock or count is charged or read (``clock._drained``), so the
@@ -49,6 +55,9 @@ _loops: dict = {}  # id of a run_encoded overload (kept in _keep) -> its native 
 pending = None  # ctypes views set by install(): queued charges,
 publishable = None  # calls handed to Python that may publish,
 stops = None  # and runs that stopped
+_armed = None  # the options records are published and run under now (None: no hits)
+_slots: dict = {}  # options -> their records' slot (C++ keys start with it)
+_paused = 0  # disabled() scopes open
 _CORES_KEPT = 8  # cores (threads) whose bases records hold
 _next_token = 0
 _entries_set = False
@@ -88,7 +97,8 @@ def _declare(lib) -> None:
     i64p = ctypes.POINTER(ctypes.c_int64)
     for name, args, res in (
         ("neuronsim_fast_register", [c, c, ctypes.c_int], ctypes.c_int),
-        ("neuronsim_fast_arm", [ctypes.c_int], None),
+        ("neuronsim_fast_set_slot", [i64], None),
+        ("neuronsim_fast_publish_host", [c, i64p, i64p, i64, i64, i32], ctypes.c_int),
         ("neuronsim_fast_clear", [], None),
         ("neuronsim_fast_set_memory", [ctypes.c_int, p, i64], None),
         ("neuronsim_fast_set_entries", [p, i64], None),
@@ -114,19 +124,31 @@ def hits() -> int:
     return _lib.neuronsim_fast_hits() if _lib is not None else 0
 
 
-def _allowed() -> bool:
-    opts = sim_options.environment_default()
-    return not sim_options.scoped() and opts.numerics == "exact" and opts.executor != "reference"
+def _in_effect():
+    """The options every thread runs under, if one set is (none, or one ``options()`` scope, open:
+    threads that opened no scope read the innermost open one), else None; None also for the
+    reference executor (it runs no compiled loop)."""
+    scopes = sim_options._open_scopes
+    if len(scopes) > 1:
+        return None
+    opts = scopes[0] if scopes else sim_options.environment_default()
+    return None if opts.executor == "reference" else opts
 
 
 def _options_changing(before: bool) -> None:
     """Stand down (queued charges drained under the options they were made in) ahead of a change
-    of options; after it, take hits again if the options allow."""
+    of options; after it, take hits under the new options' slot (records are kept per options)."""
+    global _armed
     if before:
-        _lib.neuronsim_fast_arm(0)
+        _armed = None
+        _lib.neuronsim_fast_set_slot(0)
         drain()
-    elif _allowed():
-        _lib.neuronsim_fast_arm(1)
+        return
+    opts = _in_effect()
+    if opts is not None and not _paused:
+        slot = _slots.setdefault(opts, len(_slots) + 1)
+        _armed = opts
+        _lib.neuronsim_fast_set_slot(slot)
 
 
 def clear() -> None:
@@ -139,14 +161,15 @@ def clear() -> None:
 @contextlib.contextmanager
 def disabled():
     """No C++ hits inside (every call runs the Python path): for tests comparing the two."""
-    _lib.neuronsim_fast_arm(0)
-    drain()
+    global _paused
+    _options_changing(True)
+    _paused += 1
     try:
         yield
     finally:
-        drain()
-        if _allowed():
-            _lib.neuronsim_fast_arm(1)
+        _paused -= 1
+        _options_changing(True)
+        _options_changing(False)
 
 
 def drain() -> None:
@@ -204,7 +227,7 @@ def publish(entry, inputs: list, index: int, opts) -> None:
     """Offer ``entry``'s launch record for the call just run (``inputs``, on device ``index``, under
     ``opts``) to the C++ kernel that handed the call over, if one did. Call only after a successful
     run of the compiled loop."""
-    if opts is not sim_options.environment_default():
+    if opts is not _armed:
         return
     described = entry._fast
     if described is None:
@@ -232,6 +255,44 @@ def publish(entry, inputs: list, index: int, opts) -> None:
     pointers = (ctypes.c_int64 * len(inputs))(*(t.data_ptr() for t in inputs))
     _lib.neuronsim_fast_publish(entry.name.encode(), pointers, py_index, *fields, token,
                                 template.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), len(template))
+
+
+def publish_host(entry, first, index: int, opts) -> None:
+    """``publish`` for a call fast numerics computed with ATen-CPU on host views (``first``: the
+    entry's first input, whose data pointer identifies the call)."""
+    if opts is not _armed:
+        return
+    found = entry._fast_host
+    if found is None:
+        found = entry._fast_host = _describe_host(entry)
+    if found is False:
+        return
+    py_index, positions, result = found
+    from neuronsim.device import hbm, settings
+
+    _lib.neuronsim_fast_set_memory(index, hbm.ledger(index).handle, settings.hbm_capacity_bytes())
+    pointer = (ctypes.c_int64 * 1)(first.data_ptr())
+    _lib.neuronsim_fast_publish_host(entry.name.encode(), pointer, positions, 1, py_index, result)
+
+
+_HOST_RESULTS = {"fresh": 0, "fresh_many": 0, "self": 1, "none": 2}
+
+
+def _describe_host(entry):
+    result = _HOST_RESULTS.get(entry.plan.fast_path)
+    if result is None or entry._check is not None or entry.out_positions:
+        return False
+    names = [a.name for a in entry.op._schema.arguments]
+    pos, name, element = entry.input_positions[0]
+    position = pos if pos < _KEYWORD else names.index(name) if name in names else -1
+    if position < 0:
+        return False
+    positions = (ctypes.c_int64 * 2)(position, -1 if element is None else element)
+    with _lock:
+        py_index = len(_records)
+        _records.append((entry._record, entry.op._name, entry))
+        _keep.append(positions)
+    return py_index, positions, result
 
 
 def _describe(entry):
