@@ -90,7 +90,8 @@ def _last_used(version: Path) -> float:
 
 
 def _delete_unused_versions(root: Path, target: Path) -> None:
-    others = sorted((d for d in root.iterdir() if d != target and _VERSION_NAME.fullmatch(d.name) and d.is_dir()),
+    others = sorted((d for d in root.iterdir()
+                     if d != target and _VERSION_NAME.fullmatch(d.name) and d.is_dir()),
                     key=_last_used, reverse=True)
     for old in others[KEEP_VERSIONS - 1:]:
         try:

@@ -110,7 +110,8 @@ class _Units:
         if self.worker_failed:
             return False
         root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        pythonpath = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, PYTHONPATH=pythonpath)
         cache = _numba_cache.cache_dir()
         try:
             log = open(cache / "background.err", "ab")  # noqa: SIM115 - the worker's stderr

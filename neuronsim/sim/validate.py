@@ -67,7 +67,8 @@ def validate_program(program: Program, chip: ChipSpec, placement: Placement) -> 
                        f"{len(program.instructions)}")
 
 
-def validate_instruction(ins: Instruction, chip: ChipSpec, placement: Placement, tensor_ids: set[int]) -> None:
+def validate_instruction(ins: Instruction, chip: ChipSpec, placement: Placement,
+                         tensor_ids: set[int]) -> None:
     if ins.engine not in OPCODE_ENGINES[ins.opcode]:
         allowed = ", ".join(e.name.lower() for e in OPCODE_ENGINES[ins.opcode])
         raise fail(ins, f"cannot run on {ins.engine.name.lower()}; allowed engines: {allowed}")
@@ -82,7 +83,8 @@ def validate_instruction(ins: Instruction, chip: ChipSpec, placement: Placement,
         if ins.engine not in (Engine.DMA, Engine.SYNC):  # the sequencer reads one word, not lanes
             _check_start_partition(ins, ap, placement)
     if ins.engine is Engine.DMA and not 0 <= ins.queue < chip.dma_queues_per_engine:
-        raise fail(ins, f"DMA queue {ins.queue} does not exist; queues are 0..{chip.dma_queues_per_engine - 1}")
+        raise fail(ins, f"DMA queue {ins.queue} does not exist; "
+                   f"queues are 0..{chip.dma_queues_per_engine - 1}")
     opdef.check(ins, chip)
 
 
@@ -178,4 +180,5 @@ def check_initialized(program: Program, placement: Placement, chip: ChipSpec, ke
             if is_write:
                 written[ap.memory][byte_idx] = True
             elif not written[ap.memory][byte_idx].all():
-                raise fail(ins, f"reads {ap.describe()} before anything wrote all of it", UninitializedReadError)
+                raise fail(ins, f"reads {ap.describe()} before anything wrote all of it",
+                           UninitializedReadError)

@@ -161,6 +161,7 @@ def _branch(fn: str, loop: DynamicLoop, role: str, **imm) -> None:
 
 def _open(trace, loop: DynamicLoop, fn: str, **test) -> None:
     _branch(fn, loop, "exit", **test)
+    trace.dynamic_loops += 1
     trace.loops.append(LoopFrame("dynamic", loop.location))
 
 
