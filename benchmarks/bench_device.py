@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> None:
         cells = f"{r['cpu_us']:>10.2f}{r['neuron_us']:>12.2f}{r['ratio']:>8.1f}{overhead:>13.2f}"
         print(f"{r['op']:<28}{cells}  {mark}")
     native = set(torch.neuron.get_executed_ops())
-    print(f"(native: ran as a cached kernel Program; target for native ops: overhead <= {NATIVE_OVERHEAD_TARGET_US} us)")
+    print("(native: ran as a cached kernel Program; "
+          f"target for native ops: overhead <= {NATIVE_OVERHEAD_TARGET_US} us)")
     print(f"\ntrain_gpt step ({gpt['config']}), median of {args.repeats} x {args.steps} steps")
     targets = STEP_TARGETS
     for clock_name, key in (("wall", "wall_ms"), ("cpu time", "cpu_time_ms")):

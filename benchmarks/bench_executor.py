@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{ns / n / 1e6:9.2f} {ns / n / 1e6 / total:6.1%} {kernel_calls[name] // n:6d}  {name}")
     if args.per_op:
         op_total = sum(op_ns.values()) / n / 1e6
-        print(f"\nper instruction class, total {op_total:.1f} ms/step (call overhead {overhead} ns subtracted)")
+        print(f"\nper instruction class, total {op_total:.1f} ms/step "
+              f"(call overhead {overhead} ns subtracted)")
         print(f"{'ms/step':>9} {'share':>6} {'count':>6}  class")
         for name, ns in op_ns.most_common(args.top):
             print(f"{ns / n / 1e6:9.2f} {ns / n / 1e6 / op_total:6.1%} {op_count[name] // n:6d}  {name}")

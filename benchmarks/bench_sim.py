@@ -13,8 +13,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 from neuronsim import sim
 from neuronsim.sim import AluOp, Opcode, ProgramBuilder
 from neuronsim.sim.chips import get_chip

@@ -1,7 +1,7 @@
 """Run benchmarks on this checkout and on an older commit side by side, in one run: the no-regression
 check (issue #21: bench_sim, bench_tracing and bench_compile print before/after).
 
-    python benchmarks/compare.py --baseline 5589d0f [--repeats 3] [--args "--steps 4"] bench_sim.py bench_tracing.py
+    python benchmarks/compare.py --baseline 5589d0f [--repeats 3] [--args "--steps 4"] bench_sim.py ...
 
 The baseline is ``git archive``d once into a fixed directory beside its cache root (Numba names each
 cache subdirectory after the absolute path of the source's directory, so a fresh temporary tree per
@@ -18,14 +18,14 @@ output, then, line by line, each number of the current run over the same number 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
-import io
-import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

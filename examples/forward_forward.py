@@ -42,7 +42,8 @@ class Layer(nn.Linear):
             g_pos = self.forward(x_pos).pow(2).mean(1)
             g_neg = self.forward(x_neg).pow(2).mean(1)
             # The following loss pushes pos (neg) samples to values larger (smaller) than the threshold.
-            loss = torch.log(1 + torch.exp(torch.cat([-g_pos + self.threshold, g_neg - self.threshold]))).mean()
+            margins = torch.cat([-g_pos + self.threshold, g_neg - self.threshold])
+            loss = torch.log(1 + torch.exp(margins)).mean()
             self.opt.zero_grad()
             loss.backward()
             self.opt.step()
@@ -98,7 +99,8 @@ def parse_args(argv):
 def main(argv: list[str] | None = None) -> list[float]:
     args = parse_args(argv)
     torch.manual_seed(args.seed)
-    net = Net([args.pixels, args.hidden, args.hidden], args.epochs).to(args.device)  # optimizers already built
+    # the optimizers are already built
+    net = Net([args.pixels, args.hidden, args.hidden], args.epochs).to(args.device)
     x, y = make_data(args.samples, args.pixels, args.seed)
     x, y = x.to(args.device), y.to(args.device)
     x_pos = overlay_y_on_x(x, y)

@@ -50,7 +50,8 @@ class RNNModel(nn.Module):
 
     def init_hidden(self, bsz: int):
         weight = next(self.parameters())
-        return (weight.new_zeros(self.nlayers, bsz, self.nhid), weight.new_zeros(self.nlayers, bsz, self.nhid))
+        return (weight.new_zeros(self.nlayers, bsz, self.nhid),
+                weight.new_zeros(self.nlayers, bsz, self.nhid))
 
 
 def corpus(ntokens: int, length: int, seed: int) -> torch.Tensor:

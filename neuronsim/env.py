@@ -8,10 +8,13 @@ NEURON_SIM_UNINITIALIZED = "NEURON_SIM_UNINITIALIZED"  # nan | zero | error
 NEURON_SIM_SEED = "NEURON_SIM_SEED"  # integer seed for simulated randomness
 NEURON_SIM_HBM_BYTES = "NEURON_SIM_HBM_BYTES"  # simulated HBM bytes per logical core (default: the chip's)
 NEURON_SIM_CAST_64BIT = "NEURON_SIM_CAST_64BIT"  # "0": compute float64/int64 ops in 64 bits (default "1")
-NEURON_SIM_COLLECTIVE_TIMEOUT = "NEURON_SIM_COLLECTIVE_TIMEOUT"  # seconds a collective waits for its peers (default 60)
-NEURON_SIM_NKI_VERSION = "NEURON_SIM_NKI_VERSION"  # the NKI release simulated where releases differ: 0.3 .. 0.6 (default 0.6)
+# seconds a collective waits for its peers (default 60)
+NEURON_SIM_COLLECTIVE_TIMEOUT = "NEURON_SIM_COLLECTIVE_TIMEOUT"
+# the NKI release simulated where releases differ: 0.3 .. 0.6 (default 0.6)
+NEURON_SIM_NKI_VERSION = "NEURON_SIM_NKI_VERSION"
 NEURON_SIM_NKI_HINTS = "NEURON_SIM_NKI_HINTS"  # "0": no migration hints for legacy (neuronxcc.nki) kernels
-NEURON_SIM_CACHE_DIR = "NEURON_SIM_CACHE_DIR"  # Numba's disk cache and the device's C++ library (default ~/.cache/neuronsim/...)
+# Numba's disk cache and the device's C++ library (default ~/.cache/neuronsim/...)
+NEURON_SIM_CACHE_DIR = "NEURON_SIM_CACHE_DIR"
 XDG_CACHE_HOME = "XDG_CACHE_HOME"  # the user's cache directory (XDG base directories), ~/.cache when unset
 CXX = "CXX"  # the C++ compiler that builds the device's library (default: g++, c++ or clang++ on PATH)
 # tests: "1" makes the browser tests fail, not skip, when no Chromium is installed (.ci/run sets it)

@@ -168,8 +168,8 @@ class DeviceClock:
             elif rec[0] == 4:
                 _, (name, sig, duration, nbytes, kernel, flops, busy), start, launch, wall = rec
                 out.append(ClockEvent(name, "launch", sig, start, launch, True, 0, wall))
-                out.append(ClockEvent(name, "kernel", sig, start + launch, duration, True, nbytes, wall, kernel,
-                                      flops, busy))
+                out.append(ClockEvent(name, "kernel", sig, start + launch, duration, True, nbytes, wall,
+                                      kernel, flops, busy))
             elif rec[0] == 3:
                 _, name, sig, start, duration, nbytes, wall = rec
                 out.append(ClockEvent(name, "collective", sig, start, duration, True, nbytes, wall))

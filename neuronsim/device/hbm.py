@@ -3,9 +3,9 @@
 Device tensors live in host memory, so HBM is enforced by accounting: every neuron storage is
 charged when it is made and released when its StorageImpl dies — by its deleter for the storages
 the device's C++ library makes (``memory.py``), by a weakref callback for a CPU tensor's storage
-adopted in Python (torch keeps a storage's Python object alive exactly as long as the StorageImpl). A charge that would pass the
-capacity raises :class:`~neuronsim.errors.HbmCapacityError` before anything changes, so every
-tensor allocated before it is intact.
+adopted in Python (torch keeps a storage's Python object alive exactly as long as the StorageImpl).
+A charge that would pass the capacity raises :class:`~neuronsim.errors.HbmCapacityError` before
+anything changes, so every tensor allocated before it is intact.
 """
 
 from __future__ import annotations

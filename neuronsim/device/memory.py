@@ -94,7 +94,8 @@ def fresh_outputs(specs: tuple, index: int) -> list[torch.Tensor]:
     capacity = settings.hbm_capacity_bytes()
     out = []
     for size, stride, scalar_type, nbytes, dtype in specs:
-        t = None if scalar_type is None else _empty(ledger.handle, capacity, index, scalar_type, size, stride, nbytes)
+        t = None if scalar_type is None else _empty(ledger.handle, capacity, index, scalar_type, size, stride,
+                                                     nbytes)
         out.append(empty_strided(size, stride, dtype, index, nbytes) if t is None else t)
     return out
 

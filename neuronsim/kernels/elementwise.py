@@ -43,13 +43,15 @@ from neuronsim.kernels.elementwise_chains import (
     clamp2,
     elu,
     fill,
-    gelu_backward, gelu_tanh_backward,
+    gelu_backward,
+    gelu_tanh_backward,
     hardsigmoid,
     hardswish,
-    int_binary,
-    int_clamp, int_sign,
-    int_unary,
     hardtanh_backward,
+    int_binary,
+    int_clamp,
+    int_sign,
+    int_unary,
     leaky_relu,
     leaky_relu_backward,
     mish,
@@ -327,8 +329,8 @@ _BACKWARD = {
 
 
 @native("aten::sigmoid_backward.default", "aten::tanh_backward.default", "aten::silu_backward.default",
-        "aten::gelu_backward.default", "aten::threshold_backward.default", "aten::leaky_relu_backward.default",
-        "aten::hardtanh_backward.default")
+        "aten::gelu_backward.default", "aten::threshold_backward.default",
+        "aten::leaky_relu_backward.default", "aten::hardtanh_backward.default")
 def plan_backward(call: Call) -> Launch | None:
     if not _floats(call) or len(call.inputs) != 2:
         return None
@@ -429,7 +431,8 @@ def plan_pow_scalar(call: Call) -> Launch | None:
     """``base ** x`` (MPT's ALiBi slopes ``2 ** -(...)``): ATen raises the base, cast to x's float
     dtype, to each exponent in fp32, as VectorE's reversed power does."""
     base = _scalar(call.arg(0, "self"))
-    if base is None or len(call.inputs) != 1 or not _floats(call) or call.inputs[0].dtype is not torch.float32:
+    if base is None or len(call.inputs) != 1 or not _floats(call) \
+            or call.inputs[0].dtype is not torch.float32:
         return None
     return _launch(call, alu, op0=A.power, v0=_as_dtype(base, torch.float32), reverse0=True)
 

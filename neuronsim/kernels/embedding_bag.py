@@ -147,7 +147,9 @@ def plan_embedding_bag(call: Call) -> Launch | None:
         call.arg(8, "padding_idx", -1)
     if mode not in (0, 1) or scale or weight.dtype is not torch.float32 or weight.dim() != 2:
         return None
-    if indices.dtype is not torch.int64 or offsets.dtype is not torch.int64 or indices.dim() != 1 or offsets.dim() != 1:
+    if indices.dtype is not torch.int64 or offsets.dtype is not torch.int64:
+        return None
+    if indices.dim() != 1 or offsets.dim() != 1:
         return None
     if psw is not None and (psw.dtype is not torch.float32 or mode != 0 or psw.dim() != 1):
         return None
@@ -167,7 +169,8 @@ def plan_embedding_bag(call: Call) -> Launch | None:
 
     def admit(inputs):
         w_in, ids, offs = (inputs[p] for p in positions)
-        if not (indices_within(ids, v) and all_finite(w_in)) or (psw is not None and not all_finite(inputs[-1])):
+        if not (indices_within(ids, v) and all_finite(w_in)) \
+                or (psw is not None and not all_finite(inputs[-1])):
             return False
         return int(offs[0]) == 0 and bool((offs[1:] >= offs[:-1]).all()) and int(offs[-1]) <= n
 

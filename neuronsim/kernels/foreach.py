@@ -134,10 +134,6 @@ def lerp(dst, x, end, s, weight, diff=None):
                                   op1=A.subtract, operand1=end, reverse1=True)
 
 
-def unary(dst, x, s, func):
-    nisa.activation(dst=dst, op=func, data=x)
-
-
 def zero(dst, s):
     nisa.memset(dst=dst, value=0.0)
 

@@ -327,7 +327,8 @@ def plan_group_norm_backward(call: Call) -> Launch | None:
         return None
     if dy.dtype != x.dtype or dy.shape != x.shape or not dy.is_contiguous() or not _param_ok(w, x, c):
         return None
-    if not all(t.is_contiguous() and t.numel() == n * groups and t.dtype in FLOAT_DTYPES for t in (mean, rstd)):
+    if not all(t.is_contiguous() and t.numel() == n * groups and t.dtype in FLOAT_DTYPES
+               for t in (mean, rstd)):
         return None
     if not all(o.is_contiguous() for o in call.outputs):
         return None

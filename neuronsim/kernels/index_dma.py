@@ -47,7 +47,8 @@ def _layout(x, out_like, d: int, k: int, m: int):
     """(outer sizes, outer steps [x, other], block size, block steps [x, other]) for indexing dims
     ``d .. d+k`` of ``x`` against ``out_like`` whose index part is ``m`` dims at ``d``."""
     outer, outer_steps = coalesce([x.dims[:d], out_like.dims[:d]])
-    block, block_steps = _one_walk([x.dims[d + k:], out_like.dims[d + m:]], "the blocks after the indexed dims")
+    block, block_steps = _one_walk([x.dims[d + k:], out_like.dims[d + m:]],
+                                   "the blocks after the indexed dims")
     return outer, outer_steps, block, block_steps
 
 
@@ -95,7 +96,8 @@ def _pieces(words, strides, outer, steps_xy, block):
 def gather_kernel(out, x, *indices, d, wide, shape=None):
     """``out[o, n, b] = x[o, idx_0[n], ..., b]`` (``shape``: the index tensors broadcast to it)."""
     if shape is not None:  # stride-0 dims: IndexWords walks them run by run
-        indices = [ix.broadcast_to((*shape, 2) if w else shape) for ix, w in zip(indices, wide[1:], strict=True)]
+        indices = [ix.broadcast_to((*shape, 2) if w else shape)
+                   for ix, w in zip(indices, wide[1:], strict=True)]
     k, m = len(indices), len(indices[0].shape) - (1 if wide[1] else 0)
     words = [IndexWords(ix, w) for ix, w in zip(indices, wide[1:], strict=True)]
     outer, (x_outer, o_outer), block, (x_bstep, o_bstep) = _layout(x, out, d, k, m)
@@ -185,7 +187,9 @@ def _admit_at(positions: list[int], sizes: list[int], span: int, distinct: bool 
     and (``distinct``: a scatter of several values) no block named twice, which ATen leaves
     undefined."""
     def admit(inputs) -> bool:
-        if span >= EXACT or not all(indices_within(inputs[p], n) for p, n in zip(positions, sizes, strict=True)):
+        if span >= EXACT:
+            return False
+        if not all(indices_within(inputs[p], n) for p, n in zip(positions, sizes, strict=True)):
             return False
         if not distinct:
             return True

@@ -96,7 +96,8 @@ class IndexWords:
         """Elements ``n0 .. n0+p`` as a ``[p, 1]`` tile (one per partition), or into ``into``."""
         t = nl.ndarray((p, 1), dtype=F32, buffer=nl.sbuf) if into is None else into
         for at, offset, length in self._runs(n0, p):
-            nisa.dma_copy(dst=t[at:at + length], src=self.view.ap([[self.step, length], [1, 1]], offset=offset))
+            nisa.dma_copy(dst=t[at:at + length],
+                          src=self.view.ap([[self.step, length], [1, 1]], offset=offset))
         return t
 
     def row(self, n0: int, n: int, partitions: int, into=None):

@@ -104,8 +104,8 @@ def row_walk(ts, n: int):
     for idx in itertools.product(*(range(m) for m in outer)):
         base = [sum(i * s for i, s in zip(idx, st, strict=False)) for st in steps]
         for i0 in range(0, inner, P):
-            tiles.append((r + i0, min(P, inner - i0), tuple(b + i0 * st[-1] for b, st in zip(base, steps, strict=True)),
-                          tuple(st[-1] for st in steps), cols))
+            starts = tuple(b + i0 * st[-1] for b, st in zip(base, steps, strict=True))
+            tiles.append((r + i0, min(P, inner - i0), starts, tuple(st[-1] for st in steps), cols))
         r += inner
     return tiles
 
@@ -339,7 +339,8 @@ def plan_layer_norm_backward(call: Call) -> Launch | None:
     # Only the results the mask asks for are tensors; the registry passes those, in order.
     if len(call.outputs) != sum(want.values()) or not any(want.values()):
         return None
-    walk = row_walk([x, dy], n) if 0 < n and dy.shape == x.shape else None  # (views: a transposed x, a broadcast dy)
+    # (views: a transposed x, a broadcast dy)
+    walk = row_walk([x, dy], n) if 0 < n and dy.shape == x.shape else None
     if (
         x.dtype not in FLOAT_DTYPES or dy.dtype != x.dtype or walk is None or not 0 < n <= N_MAX
         or not _affine_ok(w, x, n) or (b is not None and b.dtype != x.dtype)

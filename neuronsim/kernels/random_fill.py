@@ -107,7 +107,8 @@ def bernoulli(dst, *p, prob=None):
 def random_int(dst, low, span):
     """``low + bits mod span``."""
     u = _uniform(dst.shape)
-    nisa.tensor_scalar(dst=u, data=u, op0=A.multiply, operand0=float(RANGE_MAX), op1=A.mod, operand1=float(span))
+    nisa.tensor_scalar(dst=u, data=u, op0=A.multiply, operand0=float(RANGE_MAX), op1=A.mod,
+                       operand1=float(span))
     nisa.tensor_scalar(dst=dst, data=u, op0=A.add, operand0=float(low))
 
 
@@ -166,7 +167,7 @@ def randperm(out, halves, *, n, words):
     res = nl.ndarray((1, n), dtype=F32, buffer=nl.sbuf)
     for r0, rn in _chunks(n, nl.tile_size.gemm_moving_fmax):  # perm[r] = sum_i i * (rank_i == r)
         acc = nl.ndarray((1, rn), dtype=F32, buffer=nl.psum)
-        for b0, bn, rank, me in ranks:
+        for _, bn, rank, me in ranks:
             hot = nl.ndarray((bn, rn), dtype=F32, buffer=nl.sbuf)
             nisa.tensor_scalar(dst=hot, data=index[:bn, r0:r0 + rn], op0=A.equal, operand0=rank)
             nisa.nc_matmul(dst=acc, stationary=me, moving=hot)

@@ -179,7 +179,8 @@ def plan_angle(call: Call) -> Launch | None:
     """``x * c`` with ATen's constant rounded to fp32, as its scalar multiply does."""
     if not _floats(call) or len(call.inputs) != 1:
         return None
-    return launch_on(call, (OUT(0), IN(0)), alu, op0=A.multiply, v0=float(np.float32(_ANGLES[_base(call).rstrip("_")])))
+    factor = float(np.float32(_ANGLES[_base(call).rstrip("_")]))
+    return launch_on(call, (OUT(0), IN(0)), alu, op0=A.multiply, v0=factor)
 
 
 @native("aten::isnan.default")

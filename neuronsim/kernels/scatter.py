@@ -14,9 +14,9 @@ duplicate pattern is bit-exact:
   only in that slot; ``scatter`` copies ``src[:, j]`` in. A select, not a multiply-add: no
   ``0 * inf``, and ``-0.0`` slots nothing is added to stay ``-0.0``.
 - ``index_put_(accumulate=True)`` with index tensors on the leading dims: the indexed rows of
-  ``self`` on the partitions, each row's elements along the free axis; for each index n in order, ``values[n]``
-  DMA'd to every partition, added, and kept on the partition ``index[n]`` names (a partition
-  iota compared with it).
+  ``self`` on the partitions, each row's elements along the free axis; for each index n in order,
+  ``values[n]`` DMA'd to every partition, added, and kept on the partition ``index[n]`` names (a
+  partition iota compared with it).
 - ``histc``: the bins on the partitions, the elements along the free axis of each (a stride-0
   DMA). ATen-CPU's bin is ``(x - min) * bins / (max - min)`` in fp32 rounded at each step,
   truncated, the top edge in the last bin, elements outside ``[min, max]`` (and NaN) left out; the
@@ -71,7 +71,8 @@ def scatter_kernel(out, x, index, src, *, dim, add):
     ids = _low_words(index)
     k, n = ids.shape[dim], x.shape[dim]
     # out and x restricted to the index's extent in the other dims (scatter allows a smaller index)
-    xr, outr = ([list(d) if i == dim else [d[0], m] for i, (d, m) in enumerate(zip(v.dims, ids.shape, strict=True))]
+    xr, outr = ([list(d) if i == dim else [d[0], m]
+                 for i, (d, m) in enumerate(zip(v.dims, ids.shape, strict=True))]
                 for v in (x, out))
     views = [out.ap(outr, offset=out.offset), x.ap(xr, offset=x.offset), ids, src]
     rows = row_tiles(views, dim)
@@ -121,16 +122,19 @@ def plan_scatter(call: Call) -> Launch | None:
     x, index, src = call.inputs
     out = call.outputs[0]
     add = call.op.name().startswith("aten::scatter_add")
-    if x.dtype not in SCATTER_DTYPES or src.dtype != x.dtype or out.dtype != x.dtype or index.dtype is not torch.int64:
+    if x.dtype not in SCATTER_DTYPES or src.dtype != x.dtype or out.dtype != x.dtype:
         return None
-    if x.dim() == 0 or index.dim() != x.dim() or src.dim() != x.dim() or (add and x.dtype not in FLOAT_DTYPES):
+    if index.dtype is not torch.int64 or (add and x.dtype not in FLOAT_DTYPES):
+        return None
+    if x.dim() == 0 or index.dim() != x.dim() or src.dim() != x.dim():
         return None
     if call.kwargs.get("reduce") is not None:
         return None
     dim = call.arg(1, "dim") % x.dim()
     if any(index.shape[d] > src.shape[d] for d in range(x.dim())) or index.numel() == 0:
         return None
-    if not call.op.name().endswith("_") and any(index.shape[d] != x.shape[d] for d in range(x.dim()) if d != dim % x.dim()):
+    if not call.op.name().endswith("_") and any(index.shape[d] != x.shape[d]
+                                                for d in range(x.dim()) if d != dim % x.dim()):
         return None  # (a fresh output beyond the index's extent would need x copied in: the host's)
     n = x.shape[dim]
 

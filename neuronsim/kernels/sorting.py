@@ -20,9 +20,9 @@ Ties: ATen-CPU's ``sort(stable=False)`` is libstdc++'s ``std::sort`` — inserti
 16 elements, introsort beyond, whose order among equal values depends on the data's history in a way
 no data-parallel kernel reproduces; ``topk`` uses ``nth_element``/``partial_sort`` likewise. So a
 call whose result would hold tied values in an order CPU does not define stably runs on the host
-(``Launch.admit``), as does the smallest k of a row holding NaN: an unstable sort of a row longer than 16 with equal values, or a ``topk`` whose k
-values tie with another element (0.0 and -0.0 are equal; so are two NaNs). ``sort(stable=True)``
-is always the stable order, which the rank gives.
+(``Launch.admit``), as does the smallest k of a row holding NaN: an unstable sort of a row longer
+than 16 with equal values, or a ``topk`` whose k values tie with another element (0.0 and -0.0 are
+equal; so are two NaNs). ``sort(stable=True)`` is always the stable order, which the rank gives.
 
 Not covered (host): ``topk(sorted=False)`` (CPU leaves the order unspecified), rows longer than
 ``TOPK_ROW_MAX`` / ``SORT_ROW_MAX``, k over ``TOPK_MAX``, int32/int64 ``topk`` (max8 compares fp32).
@@ -197,7 +197,8 @@ def sort_kernel(values, indices, x, *, rows, n, steps, words, floats, descending
             nisa.scalar_tensor_tensor(count, key_row[:p], beats, key, A.add, tied)
             rank = _tile((p, 1))
             nisa.tensor_reduce(rank, A.add, count, axis=1)
-            for out, base, step, src_tile, w in ((values, vb, v_step, own, words), (indices, ib, i_step, None, 2)):
+            for out, base, step, src_tile, w in ((values, vb, v_step, own, words),
+                                                 (indices, ib, i_step, None, 2)):
                 at = _tile((p, 1))
                 nisa.tensor_scalar(at, rank, A.multiply, float(step))
                 offs = _tile((p, 1), nl.int32)

@@ -1,5 +1,6 @@
 """Upsampling (and resizing to any size): nearest (``upsample_nearest1d/2d``,
-``_upsample_nearest_exact1d/2d``) and (bi)linear (``upsample_linear1d``, ``upsample_bilinear2d``), forward and backward.
+``_upsample_nearest_exact1d/2d``) and (bi)linear (``upsample_linear1d``, ``upsample_bilinear2d``),
+forward and backward.
 
 Layout: pooling's (``pool.py``): one image plane per partition, 128 planes per tile, the plane along
 the free axis, so every step is one instruction over a tile of planes and a strided window of each.
@@ -204,7 +205,8 @@ def plan_upsample(call: Call) -> Launch | None:
 
 
 @native("aten::upsample_nearest1d_backward.default", "aten::upsample_nearest2d_backward.default",
-        "aten::_upsample_nearest_exact1d_backward.default", "aten::_upsample_nearest_exact2d_backward.default")
+        "aten::_upsample_nearest_exact1d_backward.default",
+        "aten::_upsample_nearest_exact2d_backward.default")
 def plan_upsample_backward(call: Call) -> Launch | None:
     dims, exact, _ = _dims(call)
     g, out = call.inputs[0], call.outputs[0]

@@ -143,7 +143,8 @@ def plan_weight_norm(call: Call) -> Launch | None:
 
 @native("aten::_weight_norm_interface_backward.default")
 def plan_weight_norm_backward(call: Call) -> Launch | None:
-    grad_w, v, g, norms = (call.arg(i, n) for i, n in enumerate(("grad_w", "saved_v", "saved_g", "saved_norms")))
+    names = ("grad_w", "saved_v", "saved_g", "saved_norms")
+    grad_w, v, g, norms = (call.arg(i, n) for i, n in enumerate(names))
     dim = call.arg(4, "dim")
     if len(call.inputs) != 4 or len(call.outputs) != 2:
         return None

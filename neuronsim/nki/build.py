@@ -49,7 +49,9 @@ def build_programs(trace: Trace, location: str | None) -> list[Program]:
     programs = []
     for phase, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=False)):
         name = trace.name if len(bounds) == 2 else f"{trace.name}.phase{phase}"
-        programs.append(_build(trace, resolve_branches(trace.records[lo:hi]), name, location))
+        records = trace.records[lo:hi]
+        programs.append(_build(trace, resolve_branches(records) if trace.dynamic_loops else records, name,
+                               location))
     return programs
 
 

@@ -41,9 +41,10 @@ class ReplicaGroup(NKIObject):
         groups = [list(g) for g in self.groups]
         seen: set[int] = set()
         for g in groups:
-            if not g or any(not isinstance(r, int) or r < 0 for r in g) or seen & set(g) or len(set(g)) < len(g):
-                raise InputError(f"ReplicaGroup({self.groups!r}): rank lists must be non-empty, of ranks >= 0, "
-                                 "and must not overlap", location=caller_location())
+            if not g or any(not isinstance(r, int) or r < 0 for r in g) or seen & set(g) \
+                    or len(set(g)) < len(g):
+                raise InputError(f"ReplicaGroup({self.groups!r}): rank lists must be non-empty, "
+                                 "of ranks >= 0, and must not overlap", location=caller_location())
             seen |= set(g)
         self.groups = groups
 
@@ -70,8 +71,8 @@ def _my_group(fn: str, replica_group) -> list[int]:
     trace = current_trace()
     groups = replica_group.groups if isinstance(replica_group, ReplicaGroup) else replica_group
     if not isinstance(groups, (list, tuple)):
-        raise InputError(f"ncc.{fn}: replica_group must be a ReplicaGroup; got {type(replica_group).__name__}",
-                         location=caller_location())
+        raise InputError(f"ncc.{fn}: replica_group must be a ReplicaGroup; "
+                         f"got {type(replica_group).__name__}", location=caller_location())
     if not isinstance(replica_group, ReplicaGroup):
         groups = ReplicaGroup(list(groups)).groups
     for g in groups:
@@ -83,7 +84,8 @@ def _my_group(fn: str, replica_group) -> list[int]:
                     f"rank(s); launch the kernel on every rank with neuronsim.nki.collectives.simulate("
                     f"kernel, ranks=N)", location=caller_location())
             return list(g)
-    raise ConstraintError(f"ncc.{fn}: rank {trace.rank} is in no group of {groups}", location=caller_location())
+    raise ConstraintError(f"ncc.{fn}: rank {trace.rank} is in no group of {groups}",
+                          location=caller_location())
 
 
 def _tensors(fn: str, srcs, dsts, *, hbm_only: bool = False, coalesce_on_hbm: bool = True):
@@ -140,8 +142,8 @@ def _exchange(fn: str, group: list[int], srcs: list[TensorView]) -> list[list[Te
 def _chunks(view: TensorView, dim: int, n: int, fn: str) -> list[TensorView]:
     size = view.shape[dim]
     if size % n:
-        raise ConstraintError(f"ncc.{fn}: dim {dim} of {view!r} ({size}) does not split into {n} ranks' chunks",
-                              location=caller_location())
+        raise ConstraintError(f"ncc.{fn}: dim {dim} of {view!r} ({size}) does not split into "
+                              f"{n} ranks' chunks", location=caller_location())
     step = size // n
     return [view[tuple(slice(j * step, (j + 1) * step) if d == dim else slice(None)
                        for d in range(len(view.shape)))] for j in range(n)]
@@ -149,7 +151,8 @@ def _chunks(view: TensorView, dim: int, n: int, fn: str) -> list[TensorView]:
 
 def _same_elements(fn: str, dst: TensorView, src: TensorView, what: str) -> None:
     if math.prod(dst.shape) != math.prod(src.shape):
-        raise ConstraintError(f"ncc.{fn}: {what}: {dst!r} and {src!r} differ in size", location=caller_location())
+        raise ConstraintError(f"ncc.{fn}: {what}: {dst!r} and {src!r} differ in size",
+                              location=caller_location())
 
 
 def _reduce(fn: str, dst: TensorView, parts: list[TensorView], op) -> None:
@@ -173,8 +176,8 @@ def all_gather(srcs, dsts, replica_group, collective_dim, priority=None, name=No
     group = _my_group(fn, replica_group)
     on_sbuf = srcs[0].buf.memory is Memory.SBUF
     if collective_dim not in ((0, 1) if on_sbuf else (0,)):
-        raise ConstraintError(f"ncc.{fn}: collective_dim={collective_dim}; HBM collectives gather along dim 0, "
-                              f"SBUF ones along 0 or 1", location=caller_location())
+        raise ConstraintError(f"ncc.{fn}: collective_dim={collective_dim}; HBM collectives gather "
+                              f"along dim 0, SBUF ones along 0 or 1", location=caller_location())
     for parts, dst, src in zip(_exchange(fn, group, srcs), dsts, srcs, strict=True):
         for chunk, part in zip(_chunks(dst, collective_dim, len(group), fn), parts, strict=True):
             _same_elements(fn, chunk, src, "each rank's share of dst and src")
@@ -271,8 +274,8 @@ def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_
         s0, dsts = _tensors(fn, s0, dsts, coalesce_on_hbm=False)
         s1, _ = _tensors(fn, s1, dsts, coalesce_on_hbm=False)
         trace = current_trace()
-        sent = TensorView.whole(trace.new_buffer(f"ccom_send{len(trace.collectives)}", Memory.HBM, s0[0].shape,
-                                                 s0[0].buf.dtype, caller_location()))
+        sent = TensorView.whole(trace.new_buffer(f"ccom_send{len(trace.collectives)}", Memory.HBM,
+                                                 s0[0].shape, s0[0].buf.dtype, caller_location()))
         _reduce(fn, sent, [s0[0], s1[0]], op)
         parts = _exchange(fn, group, [sent])[0]
         _same_elements(fn, dsts[0], s0[0], "dst and src")

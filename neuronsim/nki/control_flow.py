@@ -32,6 +32,8 @@ def loop_spans(records) -> list[tuple[int, int, object]]:
 
 def extend_liveness(trace) -> None:
     """A tile used inside a dynamic loop and also before or after it is held for the whole loop."""
+    if not trace.dynamic_loops:  # most kernels: no scan of every record
+        return
     spans = loop_spans(trace.records)
     if not spans:
         return

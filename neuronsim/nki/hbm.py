@@ -14,7 +14,6 @@ from neuronsim.errors import CapacityError, HbmCapacityError
 from neuronsim.nki.buffer import Buffer
 from neuronsim.options import current as current_options
 from neuronsim.sim.chips import ChipSpec
-from neuronsim.sim.ir import Memory
 
 # Host memory the simulator keeps free for itself (Python, Numba, schedules) when it checks that
 # a launch's HBM arrays fit: a host-side allowance, not a chip figure.
@@ -37,16 +36,14 @@ def capacity(chip: ChipSpec) -> int:
 
 def private(trace) -> list[Buffer]:
     """An instance's own HBM buffers (``private_hbm`` scratch)."""
-    return [b for b in trace.buffers
-            if b.memory is Memory.HBM and b.kind == "scratch" and not b.shared and b.alias_of is None]
+    return [b for b in trace.hbm_buffers if b.kind == "scratch" and not b.shared and b.alias_of is None]
 
 
 def check_chip(name: str, first, privates: list[list[Buffer]], chip: ChipSpec) -> int:
     """Raise ``HbmCapacityError`` if the HBM tensors of a launch — those of its ``first`` instance's
     trace shared by all (arguments, ``shared_hbm``, constants) and each instance's ``privates`` —
     exceed the logical core's HBM; return their bytes."""
-    buffers = [b for b in first.buffers
-               if b.memory is Memory.HBM and (b.shared or b.kind != "scratch") and b.alias_of is None]
+    buffers = [b for b in first.hbm_buffers if (b.shared or b.kind != "scratch") and b.alias_of is None]
     buffers += [b for p in privates for b in p]
     total = sum(nbytes(b) for b in buffers)
     limit = capacity(chip)

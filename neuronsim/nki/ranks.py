@@ -124,7 +124,8 @@ def _check_agree(name: str, traced) -> None:
         if [c[0] for c in t.info["collectives"]] != [c[0] for c in first.info["collectives"]]:
             raise ConstraintError(f"kernel {name}: rank {r} calls the collectives "
                                   f"{[c[0] for c in t.info['collectives']]}, rank 0 "
-                                  f"{[c[0] for c in first.info['collectives']]}; every rank must make the same calls")
+                                  f"{[c[0] for c in first.info['collectives']]}; "
+                                  "every rank must make the same calls")
 
 
 def _world_arrays(traced, world: dict):

@@ -47,7 +47,8 @@ def scheduled_runs(traced: TracedKernel) -> list[list[sim_api.RunResult]]:
             if prepared.timeline is None:
                 raise UnsupportedError(
                     f"kernel '{traced.name}' loops on register values: its time depends on its data, so it "
-                    f"cannot be scheduled without running it (use nki.simulate)", location=inst.programs[phase].location)
+                    f"cannot be scheduled without running it (use nki.simulate)",
+                    location=inst.programs[phase].location)
             row.append(sim_api.RunResult({}, prepared.timeline, prepared))
         runs.append(row)
     return runs

@@ -12,9 +12,11 @@ allocator has seen the whole trace (``allocate.py``); ``build.py`` turns the rec
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from neuronsim.errors import ConstraintError
@@ -47,7 +49,24 @@ class _LocationOverride(threading.local):
     location = None  # set while a deferred instruction is recorded: the line that made it
 
 
-location_override = _LocationOverride()
+_location_override = _LocationOverride()
+_overriding = 0  # threads with an override set: caller_location reads the thread-local only then
+_override_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def overriding_location(location: str | None) -> Iterator[None]:
+    """Instructions recorded inside are located at ``location`` (a deferred legacy result's line)."""
+    global _overriding
+    with _override_lock:
+        _overriding += 1
+    _location_override.location = location
+    try:
+        yield
+    finally:
+        _location_override.location = None
+        with _override_lock:
+            _overriding -= 1
 
 
 def code_location(code, line: int | None = None) -> str:
@@ -58,8 +77,8 @@ def code_location(code, line: int | None = None) -> str:
 
 def caller_location(depth: int = 2) -> str | None:
     """``file:line`` of the innermost frame outside ``neuronsim/nki`` (the kernel's line)."""
-    if location_override.location is not None:
-        return location_override.location
+    if _overriding and _location_override.location is not None:
+        return _location_override.location
     f = sys._getframe(depth)
     where = _where
     while f is not None:
@@ -91,6 +110,7 @@ class Trace:
         self.program_id = program_id
         self.grid = grid
         self.buffers: list[Buffer] = []
+        self.hbm_buffers: list[Buffer] = []  # those in HBM (tiles are most buffers; HBM checks skip them)
         self.records: list[tuple] = []  # (opcode, engine, dst, srcs, imm, location, name, queue, dst2)
         self.loops: list[LoopFrame] = []
         self.affine_key: tuple = ()  # locations of the enclosing affine_range loops
@@ -116,6 +136,7 @@ class Trace:
         # a callable emitting it into its own tile, run before any other instruction is recorded.
         self.pending = None
         self.registers = 0  # virtual registers allocated (isa/registers.py)
+        self.dynamic_loops = 0  # loops on a register opened (their BRANCH records need resolving)
         self.open_whiles: dict = {}  # `while reg:` loops whose body is being traced
 
     def unique_name(self, name: str) -> str:
@@ -147,6 +168,8 @@ class Trace:
             shared,
         )
         self.buffers.append(buf)
+        if memory is Memory.HBM:
+            self.hbm_buffers.append(buf)
         if register and memory in ON_CHIP:
             affine = self.affine_key
             site = (location, tag, affine)

@@ -119,10 +119,9 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
                 if misuse is None:
                     raise
                 raise misuse from None
-        where = _return_location(fn) or location
-        returns = _mark_outputs(trace, ret, where)
-        for b in trace.buffers:
-            if b.memory is Memory.HBM and b.kind == "input" and b.written:
+        returns = _mark_outputs(trace, ret, lambda: _return_location(fn) or location)
+        for b in trace.hbm_buffers:
+            if b.kind == "input" and b.written:
                 b.kind = "inout"
         exchanges.append(trace.exchanges)
         privates.append(hbm.private(trace))
@@ -150,8 +149,8 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
     trace, arg_names, returns = first
     hbm_bytes = hbm.check_chip(name, trace, privates, chip)
     shared, constants, fills = {}, {}, {}
-    for b in trace.buffers:
-        if b.memory is not Memory.HBM or b.alias_of is not None:  # an alias is its tensor's bytes
+    for b in trace.hbm_buffers:
+        if b.alias_of is not None:  # an alias is its tensor's bytes
             continue
         if b.id in trace.constants:
             constants[b.name] = trace.constants[b.id]
@@ -177,7 +176,8 @@ def _trace_all(fn, name: str, location, grid, items, bound, chip: ChipSpec) -> T
         n,
         info={"hbm_bytes": hbm_bytes, "loop_barriers": trace.loop_barriers,
               # the staging tensors of nki.collectives calls: one array seen by every rank (ranks.py)
-              "world": {c[2] for c in trace.collectives}, "collectives": [(c[0], c[1], c[4], c[5]) for c in trace.collectives],
+              "world": {c[2] for c in trace.collectives},
+              "collectives": [(c[0], c[1], c[4], c[5]) for c in trace.collectives],
               "private_hbm_bytes": max(sum(hbm.nbytes(b) for b in p) for p in privates)},
     )
 
@@ -288,13 +288,14 @@ def _np_dtype(x) -> np.dtype:
     return to_sim_dtype(name).numpy
 
 
-def _mark_outputs(trace: Trace, ret, where=None):
-    """Mark the returned HBM tensors as outputs; return the structure with their names."""
+def _mark_outputs(trace: Trace, ret, where):
+    """Mark the returned HBM tensors as outputs; return the structure with their names. ``where()``
+    is the ``file:line`` its errors name (asked for only then: it reads the kernel's source)."""
     if ret is None:
-        if not any(b.memory is Memory.HBM and b.kind == "input" and b.written for b in trace.buffers):
+        if not any(b.kind == "input" and b.written for b in trace.hbm_buffers):
             raise ConstraintError(
                 f"kernel {trace.name} returned None and writes none of its arguments, so nothing it "
-                f"computes reaches the caller; return its output tensor(s)", location=where)
+                f"computes reaches the caller; return its output tensor(s)", location=where())
         return None
     if isinstance(ret, (tuple, list)):
         return type(ret)(_mark_outputs(trace, r, where) for r in ret)
@@ -303,18 +304,18 @@ def _mark_outputs(trace: Trace, ret, where=None):
     if not isinstance(ret, TensorView):
         raise ConstraintError(
             f"kernel {trace.name} returned {type(ret).__name__}; kernels return HBM tensors "
-            f"(nl.ndarray(..., buffer=nl.shared_hbm))", location=where,
+            f"(nl.ndarray(..., buffer=nl.shared_hbm))", location=where(),
         )
     b = ret.buf
     if b.memory is Memory.HBM and b.alias_of is not None:
         raise UnsupportedError(
             f"kernel {trace.name} returned {b.describe()}, a dtype view of HBM tensor "
-            f"'{b.alias_of.name}'; return the tensor itself", location=where)
+            f"'{b.alias_of.name}'; return the tensor itself", location=where())
     if b.memory is not Memory.HBM:
         raise ConstraintError(
             f"kernel {trace.name} returned {b.describe()} (allocated at {b.location}); kernel outputs "
             f"must be HBM tensors (nl.shared_hbm): store the tile into one and return that",
-            location=where,
+            location=where(),
         )
     view = ret.offset != 0 or ret.shape != b.shape
     if len(trace.grid) > 1 or trace.grid[0] > 1:
@@ -322,7 +323,7 @@ def _mark_outputs(trace: Trace, ret, where=None):
             raise ConstraintError(
                 f"kernel {trace.name} returned {b.describe()}, which is private to one SPMD "
                 f"instance; outputs of a launch grid must be nl.shared_hbm",
-                location=where,
+                location=where(),
             )
     if b.kind == "input":
         b.kind = "inout"

@@ -30,8 +30,11 @@ class NkiDtype(str):
     def __eq__(self, other) -> bool:
         if isinstance(other, str):
             return str.__eq__(self, "bool" if other == "bool_" else other)
-        named = host_mx_name(other) if isinstance(other, np.dtype) and str.__str__(self) in MX_STORAGE else None
-        if named is not None:  # an MX name against a host array's MX dtype (neuron_dtypes-style): the format decides
+        named = None
+        if isinstance(other, np.dtype) and str.__str__(self) in MX_STORAGE:
+            named = host_mx_name(other)
+        # an MX name against a host array's MX dtype (neuron_dtypes-style): the format decides
+        if named is not None:
             return str.__eq__(self, named)
         try:
             return to_sim_dtype(other) is _SIM[self]

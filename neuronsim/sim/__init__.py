@@ -11,11 +11,8 @@ from neuronsim.sim._numba_cache import neuronsim_cache_dir
 
 with neuronsim_cache_dir():
     # Every module defining Numba functions is imported here, inside the cache context.
-    from neuronsim.sim.memory import numerics  # noqa: F401
-    from neuronsim.sim.memory import access, copy  # noqa: F401
-    from neuronsim.sim import engines  # noqa: F401
-    from neuronsim.sim import schedule  # noqa: F401
-    from neuronsim.sim import execute_numba  # noqa: F401
+    from neuronsim.sim import engines, execute_numba, schedule  # noqa: F401
+    from neuronsim.sim.memory import access, copy, numerics  # noqa: F401
 
 
 def _guard_compiles() -> None:

@@ -19,8 +19,8 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numba
 from numba.core.compiler_lock import global_compiler_lock
@@ -90,7 +90,8 @@ def _last_used(version: Path) -> float:
 
 
 def _delete_unused_versions(root: Path, target: Path) -> None:
-    others = sorted((d for d in root.iterdir() if d != target and _VERSION_NAME.fullmatch(d.name) and d.is_dir()),
+    others = sorted((d for d in root.iterdir()
+                     if d != target and _VERSION_NAME.fullmatch(d.name) and d.is_dir()),
                     key=_last_used, reverse=True)
     for old in others[KEEP_VERSIONS - 1:]:
         try:

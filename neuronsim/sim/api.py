@@ -200,7 +200,8 @@ def path_prepared(prep: Prepared, jumps, tiered: bool = False, start: int = 0,
     if hit is not None:
         return hit
     order = path_order(end, key[2:], start)
-    ran = Program(program.name, program.tensors, tuple(program.instructions[i] for i in order), program.location)
+    ran = Program(program.name, program.tensors, tuple(program.instructions[i] for i in order),
+                  program.location)
     timeline = schedule_program(ran, prep.chip, prep.placement, tiered)
     hit = dataclasses.replace(prep, program=ran, timeline=timeline, paths={})
     with _lock:

@@ -21,7 +21,6 @@ import resource
 import sys
 import threading
 import traceback
-from pathlib import Path
 
 _WATCH_SECONDS = 0.5
 

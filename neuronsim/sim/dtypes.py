@@ -96,4 +96,5 @@ def dtype_of(x) -> DType:
     try:
         return _FROM_NUMPY[np.dtype(x)]
     except (KeyError, TypeError):
-        raise TypeError(f"dtype {x!r} is not stored by a NeuronCore; known: {[d.name for d in DType]}") from None
+        raise TypeError(f"dtype {x!r} is not stored by a NeuronCore; "
+                        f"known: {[d.name for d in DType]}") from None

@@ -29,7 +29,6 @@ import threading
 import time
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -201,7 +200,8 @@ def direct_runner(itab: np.ndarray, ftab: np.ndarray, bases: np.ndarray):
     resume with ``execute(..., start=stop)``."""
     if not run_encoded.overloads or not all(ENTRIES[op] for op in np.unique(itab[:, 0])):
         return None
-    found = run_encoded.overloads.get(tuple(run_encoded.typeof_pyval(a) for a in (itab, ftab, bases, ENTRIES, 0)))
+    signature = tuple(run_encoded.typeof_pyval(a) for a in (itab, ftab, bases, ENTRIES, 0))
+    found = run_encoded.overloads.get(signature)
     return None if found is None else found.entry_point
 
 

@@ -44,6 +44,6 @@ def execute(program: Program, mem: RefMemory, start: int = 0,
 
 
 def endless_loop(ins) -> ConstraintError:
-    return ConstraintError(f"the program took more than {MAX_JUMPS} branches: a dynamic loop that does not end "
-                           f"(a while loop whose register never becomes 0?)", instruction=ins.describe(),
-                           location=ins.location)
+    return ConstraintError(f"the program took more than {MAX_JUMPS} branches: a dynamic loop that "
+                           f"does not end (a while loop whose register never becomes 0?)",
+                           instruction=ins.describe(), location=ins.location)

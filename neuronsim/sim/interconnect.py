@@ -96,7 +96,8 @@ def interconnect_from_file(
         raise ChipSpecError(f"{path}: cannot read chip file: {exc}") from exc
     if not isinstance(table, dict):
         raise ChipSpecError(
-            f"{origin}: the chip file has no [interconnect] table (needed by collectives: torch.distributed, nki.collectives)"
+            f"{origin}: the chip file has no [interconnect] table "
+            "(needed by collectives: torch.distributed, nki.collectives)"
         )
     missing, unknown = [k for k in _KEYS if k not in table], sorted(set(table) - set(_KEYS))
     if missing or unknown:

@@ -240,8 +240,8 @@ def run_schedule(inp: ScheduleInputs, n_tracks: int, n_spaces: int, tiered: bool
     in the same order, so the same times)."""
     after_branch = np.full(inp.track.size, -1, np.int64) if inp.after_branch is None else inp.after_branch
     args = (inp.track, inp.cycles, inp.piece_ns, inp.latency_ns, inp.pre_kind, inp.pre_track, inp.pre_ns,
-            inp.pre_latency_ns, inp.dma_first, inp.dma_count, inp.kick_ns, inp.stagger_ns, inp.acc_ptr, inp.acc,
-            inp.clock_ghz, inp.params, after_branch, n_tracks, n_spaces)
+            inp.pre_latency_ns, inp.dma_first, inp.dma_count, inp.kick_ns, inp.stagger_ns, inp.acc_ptr,
+            inp.acc, inp.clock_ghz, inp.params, after_branch, n_tracks, n_spaces)
     if not tiered or schedule_arrays.overloads:
         return schedule_arrays(*args)
     sig = tuple(schedule_arrays.typeof_pyval(a) for a in args)
@@ -254,7 +254,8 @@ def run_schedule(inp: ScheduleInputs, n_tracks: int, n_spaces: int, tiered: bool
     return result
 
 
-def schedule_program(program: Program, chip: ChipSpec, placement: Placement, tiered: bool = False) -> Timeline:
+def schedule_program(program: Program, chip: ChipSpec, placement: Placement,
+                     tiered: bool = False) -> Timeline:
     inp = schedule_inputs(program, chip, placement)
     n_tracks = DMA_TRACK0 + chip.dma_queues_per_engine
     start, end, done, issue, pre_start, pre_done = run_schedule(inp, n_tracks, 2 + len(program.tensors),

@@ -59,9 +59,10 @@ _FIRST = ("loop", "branch_loop", "scheduler")  # what makes everything else fast
 # worker got as much CPU as three train_gpt processes together (each took 2.4x one cold process).
 # In the caller's session it starved behind busy callers instead, and a long run waited for its
 # machine code (a slice of the test suite took 1.7x as long); its own session's weight lowered
-# (autogroup nice 19: 15 against 1024) would starve it the same way. So: rent before buying. Past this threshold the run has paid about what compiling the
-# scheduler or a kernel costs, and is likely to go on; the worker starts with a full share. Under it,
-# the worker starts at exit and fills the cache for the next run.
+# (autogroup nice 19: 15 against 1024) would starve it the same way. So, rent before buying: past
+# this threshold the run has paid about what compiling the scheduler or a kernel costs and is likely
+# to go on, and the worker starts with a full share; under it, the worker starts at exit and fills
+# the cache for the next run.
 START_AFTER_CPU_S = 5.0
 
 
@@ -126,7 +127,8 @@ class _Units:
         if self.worker_failed:
             return False
         root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        pythonpath = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, PYTHONPATH=pythonpath)
         cache = _numba_cache.cache_dir()
         try:
             log = open(cache / "background.err", "ab")  # noqa: SIM115 - the worker's stderr

@@ -67,7 +67,8 @@ def validate_program(program: Program, chip: ChipSpec, placement: Placement) -> 
                        f"{len(program.instructions)}")
 
 
-def validate_instruction(ins: Instruction, chip: ChipSpec, placement: Placement, tensor_ids: set[int]) -> None:
+def validate_instruction(ins: Instruction, chip: ChipSpec, placement: Placement,
+                         tensor_ids: set[int]) -> None:
     if ins.engine not in OPCODE_ENGINES[ins.opcode]:
         allowed = ", ".join(e.name.lower() for e in OPCODE_ENGINES[ins.opcode])
         raise fail(ins, f"cannot run on {ins.engine.name.lower()}; allowed engines: {allowed}")
@@ -82,7 +83,8 @@ def validate_instruction(ins: Instruction, chip: ChipSpec, placement: Placement,
         if ins.engine not in (Engine.DMA, Engine.SYNC):  # the sequencer reads one word, not lanes
             _check_start_partition(ins, ap, placement)
     if ins.engine is Engine.DMA and not 0 <= ins.queue < chip.dma_queues_per_engine:
-        raise fail(ins, f"DMA queue {ins.queue} does not exist; queues are 0..{chip.dma_queues_per_engine - 1}")
+        raise fail(ins, f"DMA queue {ins.queue} does not exist; "
+                   f"queues are 0..{chip.dma_queues_per_engine - 1}")
     opdef.check(ins, chip)
 
 
@@ -112,7 +114,7 @@ def _check_bounds(ins: Instruction, ap: AccessPattern, chip: ChipSpec) -> None:
     if not ap.pattern or len(ap.pattern) - 1 > MAX_FREE_DIMS:
         raise fail(ins, f"{ap.describe()} has {len(ap.pattern) - 1} free dims; access patterns have 1 to "
                    f"{MAX_FREE_DIMS}")
-    for step, num in ap.pattern:
+    for _, num in ap.pattern:
         if num < 1:
             raise fail(ins, f"{ap.describe()} has a dimension of size {num}")
     lo, hi = _free_extent(ap)
@@ -178,4 +180,5 @@ def check_initialized(program: Program, placement: Placement, chip: ChipSpec, ke
             if is_write:
                 written[ap.memory][byte_idx] = True
             elif not written[ap.memory][byte_idx].all():
-                raise fail(ins, f"reads {ap.describe()} before anything wrote all of it", UninitializedReadError)
+                raise fail(ins, f"reads {ap.describe()} before anything wrote all of it",
+                           UninitializedReadError)

@@ -20,8 +20,8 @@ import numpy as np
 from neuronsim.sim import execute_numba, schedule
 from neuronsim.sim._numba_cache import cache_dir
 from neuronsim.sim.chips import get_chip
-from neuronsim.sim.memory.layout import place_tensors
 from neuronsim.sim.ir import Opcode, Program, ProgramBuilder
+from neuronsim.sim.memory.layout import place_tensors
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,8 @@ def test_int64_indices_do_not_widen_an_int32_result():
     x, i = torch.randint(0, 9, (4, 5), dtype=torch.int32), torch.randint(0, 4, (2, 5))
     assert torch.scatter(x.to("neuron"), 0, i.to("neuron"), 7).dtype == torch.int32
     assert torch.gather(x.to("neuron"), 0, i.to("neuron")).dtype == torch.int32
-    assert (torch.arange(4).to("neuron") + torch.arange(4, dtype=torch.int32).to("neuron")).dtype == torch.int64
+    mixed = torch.arange(4).to("neuron") + torch.arange(4, dtype=torch.int32).to("neuron")
+    assert mixed.dtype == torch.int64
 
 
 def test_histc_counts_integer_router_choices_as_cuda_does():

@@ -116,7 +116,8 @@ def test_every_cached_call_is_charged_and_counted(compiled):
     kernels = [e for e in clk.events() if e.kind == "kernel"]
     assert len(kernels) == 5 and torch.neuron.get_op_counts()["executed"] == {ADD: 5}
     for e in kernels:
-        assert (e.name, e.duration_ns, e.kernel, e.flops) == (ADD, entry.duration_ns, entry.prepared, entry.flops)
+        assert (e.name, e.duration_ns, e.kernel, e.flops) == (
+            ADD, entry.duration_ns, entry.prepared, entry.flops)
         assert e.signature == ((torch.float32, torch.Size([4, 9])),) * 2
     assert clk.now_ns == pytest.approx(5 * (entry.duration_ns + settings.chip().kernel_launch_overhead_ns))
 

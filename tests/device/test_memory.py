@@ -104,7 +104,8 @@ def test_each_pool_counts_its_own_bytes_counts_and_peaks():
     with neuronsim.options(hbm_bytes=big + 50):
         with pytest.raises(HbmCapacityError):
             ledger.charge(torch.empty(4).untyped_storage())
-    assert row("allocated_bytes", "all") == [big + 40, big + 52, big + 52, 12], "a refused charge changes nothing"
+    assert row("allocated_bytes", "all") == [big + 40, big + 52, big + 52, 12], \
+        "a refused charge changes nothing"
     assert ledger.stats()["num_ooms"] == 1
     del large
     gc.collect()
@@ -115,8 +116,8 @@ def test_each_pool_counts_its_own_bytes_counts_and_peaks():
     del small
 
 
-@pytest.mark.parametrize("size, stride", [((3, 4), (1, 3)), ((2, 3), (8, 2)), ((5, 2), (0, 1)), ((0, 3), (3, 1)),
-                                          ((), ())])
+@pytest.mark.parametrize("size, stride", [((3, 4), (1, 3)), ((2, 3), (8, 2)), ((5, 2), (0, 1)),
+                                          ((0, 3), (3, 1)), ((), ())])
 def test_fresh_device_memory_of_any_layout_is_charged_and_released_on_any_thread(size, stride):
     """Fresh storages come from the device's C++ library: torch's layout, the view's extent charged,
     and the bytes given back when the storage dies, also on another thread (autograd's)."""
@@ -163,7 +164,8 @@ def test_storage_bytes_is_the_extent_of_the_view(seed):
         stride = torch.randint(0, 7, (dims,), generator=g).tolist()
         dtype = (torch.float32, torch.float16, torch.int64)[int(torch.randint(0, 3, (), generator=g))]
         t = torch.empty_strided(size, stride, dtype=dtype)
-        expected = 0 if t.numel() == 0 else (1 + sum((s - 1) * st for s, st in zip(size, stride))) * dtype.itemsize
+        span = 1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True))
+        expected = 0 if t.numel() == 0 else span * dtype.itemsize
         assert memory.storage_bytes(size, stride, dtype) == expected, (size, stride, dtype)
         assert t.untyped_storage().nbytes() == expected  # ATen allocates the same extent
 

@@ -41,7 +41,10 @@ def native_share(run) -> tuple[float, dict[str, int]]:
         for e in c.events():
             if e.kind in ("h2d", "d2h"):
                 continue
-            native, fallback = (native + e.duration_ns, fallback) if e.native else (native, fallback + e.duration_ns)
+            if e.native:
+                native += e.duration_ns
+            else:
+                fallback += e.duration_ns
     return native / (native + fallback), torch.neuron.get_op_counts()["fallback"]
 
 

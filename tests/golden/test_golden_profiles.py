@@ -4,12 +4,15 @@ Summary, per-instruction timeline and trace of three examples/nki kernels and of
 ops must equal the files in ``data/`` exactly (simulated time is deterministic). A change that
 alters timing on purpose regenerates them with ``python -m pytest tests/golden --update-goldens``
 and the diff is reviewed in the commit. The cases run in a fresh process (make_profiles.py).
+Source locations inside neuronsim's own kernels are compared by file only: their line numbers move
+with any edit of the kernel file and say nothing about timing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +34,17 @@ def profiles() -> dict:
                           env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout)
+
+
+def without_library_lines(profile):
+    """The profile with ``neuronsim/...py:LINE`` source locations cut to the file."""
+    if isinstance(profile, dict):
+        return {key: without_library_lines(value) for key, value in profile.items()}
+    if isinstance(profile, list):
+        return [without_library_lines(value) for value in profile]
+    if isinstance(profile, str) and profile.startswith("neuronsim/"):
+        return re.sub(r"\.py:\d+$", ".py", profile)
+    return profile
 
 
 def differences(expected, actual, path="") -> list[str]:
@@ -62,7 +76,7 @@ def test_profile_matches_golden(case, profiles, request):
         pytest.skip(f"rewrote {path.relative_to(HERE.parents[1])}: review the diff")
     assert path.exists(), f"no golden for {case}: run python -m pytest tests/golden --update-goldens"
     expected = json.loads(path.read_text())
-    diff = differences(expected, actual)
+    diff = differences(without_library_lines(expected), without_library_lines(actual))
     summary = expected.get("summary", {})
     total = f" (total_time {summary.get('total_time')} -> {actual.get('summary', {}).get('total_time')})"
     assert not diff, (
@@ -72,6 +86,12 @@ def test_profile_matches_golden(case, profiles, request):
         + "\nIf the timing change is intended: python -m pytest tests/golden --update-goldens,"
         " and review the diff."
     )
+
+
+def test_library_kernel_lines_are_not_compared():
+    profile = {"a": ["neuronsim/kernels/softmax.py:40", "examples/nki/softmax.py:12"]}
+    expected = {"a": ["neuronsim/kernels/softmax.py", "examples/nki/softmax.py:12"]}
+    assert without_library_lines(profile) == expected
 
 
 def test_differences_name_the_path():

@@ -153,8 +153,10 @@ BINARY = {
     "gelu_backward": (ATEN.gelu_backward, "aten::gelu_backward"),
     "gelu_tanh_backward": (lambda g, x: ATEN.gelu_backward(g, x, approximate="tanh"), "aten::gelu_backward"),
     "threshold_backward": (lambda g, x: ATEN.threshold_backward(g, x, 0.0), "aten::threshold_backward"),
-    "leaky_relu_backward": (lambda g, x: ATEN.leaky_relu_backward(g, x, 0.2, False), "aten::leaky_relu_backward"),
-    "hardtanh_backward": (lambda g, x: ATEN.hardtanh_backward(g, x.round(), -1.0, 2.0), "aten::hardtanh_backward"),
+    "leaky_relu_backward": (lambda g, x: ATEN.leaky_relu_backward(g, x, 0.2, False),
+                            "aten::leaky_relu_backward"),
+    "hardtanh_backward": (lambda g, x: ATEN.hardtanh_backward(g, x.round(), -1.0, 2.0),
+                          "aten::hardtanh_backward"),
 }
 
 

@@ -81,7 +81,8 @@ def test_out_of_int32_scalars_fall_back():
     x = torch.arange(5, device="neuron")
     y = x + 2**40  # the scalar does not fit an int32: the host decides (it wraps, as int32 ATen does)
     assert torch.neuron.get_fallback_ops() == ["aten::add.Tensor"]
-    assert y.dtype is torch.int64 and y.cpu().tolist() == (torch.arange(5, dtype=torch.int32) + 2**40).tolist()
+    assert y.dtype is torch.int64
+    assert y.cpu().tolist() == (torch.arange(5, dtype=torch.int32) + 2**40).tolist()
 
 
 def test_int64_casts_and_cat_run_natively():

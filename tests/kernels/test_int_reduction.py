@@ -26,7 +26,8 @@ CASES = {  # name -> (fn, the ATen op that must run natively)
     "cumsum_bool": (lambda x: (x > 0).cumsum(1), "aten::cumsum"),
     "isin": (lambda x: torch.isin(x, torch.tensor([5, 7, -3, 2**30 + 1], device=x.device)), "aten::isin"),
     "isin_one": (lambda x: torch.isin(x, torch.tensor(7, device=x.device)), "aten::isin"),
-    "isin_invert": (lambda x: torch.isin(x, torch.tensor([5, 7], device=x.device), invert=True), "aten::isin"),
+    "isin_invert": (lambda x: torch.isin(x, torch.tensor([5, 7], device=x.device), invert=True),
+                    "aten::isin"),
 }
 
 

@@ -66,7 +66,8 @@ def test_randperm_is_a_permutation(n):
 
 def test_manual_seed_repeats_fills_and_successive_calls_differ():
     def draws():
-        return [_fill("normal_"), _fill("uniform_"), _fill("bernoulli_"), torch.randperm(50, device="neuron").cpu()]
+        return [_fill("normal_"), _fill("uniform_"), _fill("bernoulli_"),
+                torch.randperm(50, device="neuron").cpu()]
 
     torch.manual_seed(11)
     first, again = draws(), draws()

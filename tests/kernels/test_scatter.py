@@ -65,8 +65,8 @@ def test_histc_counts_floats_as_cpu_and_integers_as_cuda():
     torch.manual_seed(5)
     lo, hi, bins = -1.3, 2.1, 7
     edges = torch.linspace(lo, hi, bins + 1)
-    x = torch.cat([edges, torch.nextafter(edges, edges + 1), torch.nextafter(edges, edges - 1), torch.randn(3000),
-                   torch.tensor([float("nan"), float("inf")])])
+    x = torch.cat([edges, torch.nextafter(edges, edges + 1), torch.nextafter(edges, edges - 1),
+                   torch.randn(3000), torch.tensor([float("nan"), float("inf")])])
     got = torch.histc(x.to("neuron"), bins=bins, min=lo, max=hi)
     assert ran_only_natively("aten::histc")
     assert_same_bits(got, torch.histc(x, bins=bins, min=lo, max=hi))

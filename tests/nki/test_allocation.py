@@ -205,7 +205,8 @@ def test_finished_psum_tiles_beyond_eight_banks_move_to_sbuf():
     k = rng.standard_normal((128, 16 * 512), dtype=np.float32)
     traced = scores.specialize((q, k))
     assert traced.instances[0].rotation["psum_evictions"] == 8
-    evictions = [ins for ins in traced.instances[0].programs[0].instructions if (ins.name or "").startswith("evict")]
+    evictions = [ins for ins in traced.instances[0].programs[0].instructions
+                 if (ins.name or "").startswith("evict")]
     assert len(evictions) == 8 and {ins.opcode.name for ins in evictions} == {"TENSOR_COPY"}
     assert all(ins.srcs[0].memory is Memory.PSUM and ins.dst.memory is Memory.SBUF for ins in evictions)
     want = (q.T.astype(np.float64) @ k).reshape(128, 16, 512).max(axis=2)

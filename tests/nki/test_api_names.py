@@ -10,7 +10,7 @@ import pytest
 import neuronsim.nki as nki
 import neuronsim.nki.isa as nisa
 import neuronsim.nki.language as nl
-from neuronsim.errors import ConstraintError, DtypeError, UnsupportedError
+from neuronsim.errors import ConstraintError, DtypeError
 from neuronsim.nki_alias import install_alias
 
 

@@ -31,8 +31,13 @@ def test_failures_are_classified_by_what_unblocks_them():
     assert reason({"ran": False, "error": missing + "'nki.collectives'"}).startswith("blocker 7")
     assert reason({"ran": False, "error": missing + "'neuronxcc'"}).startswith("legacy")
     upstream = "AttributeError: 'NkiTensor' object has no attribute 'base_tensor'"  # moe_tkg's MX loaders
-    assert reason({"ran": False, "test": "test_moe_tkg_mx[float4_e2m1fn_x4]", "error": upstream}) == "broken upstream"
+    moe_tkg_mx = {"ran": False, "test": "test_moe_tkg_mx[float4_e2m1fn_x4]", "error": upstream}
+    assert reason(moe_tkg_mx) == "broken upstream"
     assert reason({"ran": True, "correct": False, "error": "out: max |error| 3"}) == "wrong result"
+    mx_case = "test_moe_bwmm_mx_cte_unit[2-3072-float4_e2m1fn_x4]"
+    assert reason({"ran": False, "test": mx_case, "error": "ValueError: x"}).startswith("blocker 7")
+    mx_wrong = {"ran": True, "correct": False, "test": mx_case, "error": "output: max |error| 0"}
+    assert reason(mx_wrong) == "wrong result"
     assert reason({"ran": False, "error": "ConstraintError: k.py:3: x"}) == "neuronsim"
 
 
@@ -92,6 +97,19 @@ def test_outputs_are_read_as_the_library_reads_them_on_a_host():
     assert np.array_equal(read.view(np.uint32).ravel(), np.arange(8))
     halves = np.ones((2, 4), np.float16)
     assert _as_read(halves, placeholder, placeholder).dtype == np.float16
+
+
+def test_an_output_that_is_nan_where_the_reference_has_numbers_is_counted_not_hidden():
+    """A NaN output has no finite error: the row says how many outputs are NaN/Inf where the golden
+    is finite (moe_bwmm_mx_cte's all-NaN slot once read "max |error| 0")."""
+    import numpy as np
+
+    from neuronsim.nki.compat.harness import differences
+
+    want = np.array([[1.0, 2.0, np.nan], [4.0, 0.0, 0.0]], np.float32)
+    got = np.array([[1.5, np.nan, np.nan], [np.inf, 0.0, 0.25]], np.float32)
+    assert differences(got, want) == (0.5, 2)  # the NaN where the golden is NaN is not counted
+    assert differences(want, want) == (0.0, 0)
 
 
 def test_library_harness_copies_only_the_arguments_a_kernel_writes(monkeypatch):

@@ -340,8 +340,8 @@ def test_every_ir_instruction_has_its_nisa_call():
         Opcode.REGISTER_LOAD: "register_load",
         Opcode.REGISTER_STORE: "register_store",
     }
-    # loops on registers (tests/nki/test_registers.py): nl.dynamic_range / fori_loop / while_loop, `while reg:`;
-    # core_barrier / sendrecv inside them (tests/nki/test_spmd.py)
+    # loops on registers (tests/nki/test_registers.py): nl.dynamic_range / fori_loop / while_loop,
+    # `while reg:`; core_barrier / sendrecv inside them (tests/nki/test_spmd.py)
     loops = {Opcode.BRANCH, Opcode.CORE_BARRIER}
     assert set(calls) | loops == set(Opcode)
     for name in calls.values():

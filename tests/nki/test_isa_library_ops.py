@@ -571,7 +571,8 @@ def test_tensor_scalar_cumulative_running_sum_and_loaded_max():
         acc = (acc + x[:, i] * np.float32(0.5)).astype(np.float32)
         want[:, i] = acc
     np.testing.assert_array_equal(total, want)
-    np.testing.assert_array_equal(peak, np.maximum.accumulate(np.concatenate([start, x], axis=1), axis=1)[:, 1:])
+    running_max = np.maximum.accumulate(np.concatenate([start, x], axis=1), axis=1)
+    np.testing.assert_array_equal(peak, running_max[:, 1:])
 
 
 def test_tensor_scalar_cumulative_misuse_names_the_line():
@@ -587,7 +588,8 @@ def test_tensor_scalar_cumulative_misuse_names_the_line():
     @nki.jit
     def no_start(a):
         t = nl.load(a)
-        nisa.tensor_scalar_cumulative(t, t, nl.add, nl.add, 0.0, reduce_cmd=nisa.reduce_cmd.load_reduce)  # <- here
+        load_reduce = nisa.reduce_cmd.load_reduce
+        nisa.tensor_scalar_cumulative(t, t, nl.add, nl.add, 0.0, reduce_cmd=load_reduce)  # <- here
         return a
     raises_at(no_start, [x], ConstraintError, "imm1 is None")
 
@@ -633,32 +635,34 @@ ACTIVATE2_STAGES = [  # (op0, op1, reverse0, reverse1, numpy model of the tensor
 ]
 
 
+@pytest.mark.parametrize("stage", range(len(ACTIVATE2_STAGES)))
 @pytest.mark.parametrize("tiles", [False, True], ids=["immediates", "tiles"])
-def test_activate2_tensor_scalar_stages_then_the_function(tiles):
+def test_activate2_tensor_scalar_stages_then_the_function(tiles, stage):
     """S16: dst = op((data op0 imm0) op1 imm1), each step in fp32 (op = copy here, so the stage is
     seen exactly), with the row sum into reduce_res; imm0/imm1 floats or [P, 1] tiles."""
     x = RNG.standard_normal((64, 24)).astype(np.float32)
     a, b = RNG.standard_normal((64, 1)).astype(np.float32), RNG.standard_normal((64, 1)).astype(np.float32)
-    for op0, op1, rev0, rev1, model in ACTIVATE2_STAGES:
-        @nki.jit
-        def k(d, i0, i1):
-            out = nl.ndarray(d.shape, dtype=d.dtype, buffer=nl.shared_hbm)
-            sums = nl.ndarray((d.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
-            t = nl.load(d)
-            imm0, imm1 = (nl.load(i0), nl.load(i1)) if tiles else (float(a[0, 0]), float(b[0, 0]))
-            y = nl.ndarray(d.shape, dtype=d.dtype, buffer=nl.sbuf)
-            r = nl.ndarray((d.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.activate2(y, nl.copy, t, imm0, imm1, op0, op1, reverse0=rev0, reverse1=rev1, reduce_op=nl.add,
-                           reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
-            nl.store(out, y)
-            nl.store(sums, r)
-            return out, sums
+    op0, op1, rev0, rev1, model = ACTIVATE2_STAGES[stage]
 
-        got, sums = nki.simulate(k, chip="trn3")(x, a, b)
-        ia, ib = (a, b) if tiles else (a[0, 0], b[0, 0])
-        want = model(x, ia, ib).astype(np.float32)
-        np.testing.assert_array_equal(got, want)
-        np.testing.assert_allclose(sums[:, 0], want.sum(axis=1), rtol=1e-5, atol=1e-5)
+    @nki.jit
+    def k(d, i0, i1):
+        out = nl.ndarray(d.shape, dtype=d.dtype, buffer=nl.shared_hbm)
+        sums = nl.ndarray((d.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(d)
+        imm0, imm1 = (nl.load(i0), nl.load(i1)) if tiles else (float(a[0, 0]), float(b[0, 0]))
+        y = nl.ndarray(d.shape, dtype=d.dtype, buffer=nl.sbuf)
+        r = nl.ndarray((d.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activate2(y, nl.copy, t, imm0, imm1, op0, op1, reverse0=rev0, reverse1=rev1, reduce_op=nl.add,
+                       reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nl.store(out, y)
+        nl.store(sums, r)
+        return out, sums
+
+    got, sums = nki.simulate(k, chip="trn3")(x, a, b)
+    ia, ib = (a, b) if tiles else (a[0, 0], b[0, 0])
+    want = model(x, ia, ib).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(sums[:, 0], want.sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
 def test_activate2_misuse_names_the_line():
@@ -720,7 +724,8 @@ def test_xorwow_misuse_names_the_line():
     def wrong_words(s):
         nisa.rand_set_state(nl.load(s))  # <- here
         return s
-    raises_at(wrong_words, [np.zeros((8, 24), np.uint32)], ConstraintError, "6 uint32 words per lane on gpsimd")
+    raises_at(wrong_words, [np.zeros((8, 24), np.uint32)], ConstraintError,
+              "6 uint32 words per lane on gpsimd")
 
     @nki.jit
     def on_trn2(s):

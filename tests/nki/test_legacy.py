@@ -346,3 +346,22 @@ def test_legacy_matmul_promotes_a_bf16_operand_to_fp32():
     y = RNG.standard_normal((128, 32)).astype(ml_dtypes.bfloat16)
     got = nki.simulate_kernel(fp32_times_bf16, x, y)
     np.testing.assert_allclose(got, x.T.astype(np.float64) @ y.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+@nki.jit
+def deferred_copy(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    r = nisa.tensor_copy(t)  # recorded at the assignment below, located here
+    res = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    res[...] = r
+    nl.store(out, value=res)
+    return out
+
+
+def test_a_deferred_result_is_located_at_its_nisa_call_and_later_lines_at_theirs():
+    prog = deferred_copy.specialize((np.zeros((128, 64), np.float32),)).instances[0].programs[0]
+    first = deferred_copy.fn.__code__.co_firstlineno  # the decorator's line
+    where = [(ins.opcode, ins.location.rsplit(":", 1)[1]) for ins in prog.instructions]
+    assert where == [(Opcode.DMA_COPY, str(first + 3)), (Opcode.TENSOR_COPY, str(first + 4)),
+                     (Opcode.DMA_COPY, str(first + 7))]

@@ -154,13 +154,15 @@ def test_x4_placeholders_made_by_name_carry_their_format():
     register_x4_names()
     placeholder = np.zeros((32, 4), dtype=nl.float8_e4m3fn_x4)
     # str(dtype) is the name, as AWS's neuron_dtypes shows it (mx_torch_common.quantize_to_mx selects by it)
-    assert str(placeholder.dtype) == "float8_e4m3fn_x4" and host_mx_name(placeholder.dtype) == "float8_e4m3fn_x4"
+    assert str(placeholder.dtype) == "float8_e4m3fn_x4"
+    assert host_mx_name(placeholder.dtype) == "float8_e4m3fn_x4"
     assert str(np.dtype([("a", np.uint32)])) == "[('a', '<u4')]"  # other records print as before
     # the library's is_mx_quantize(arr.dtype): `dtype in [nl.float8_e5m2_x4, ...]` (each nl dtype's ==)
     assert placeholder.dtype in [nl.float8_e5m2_x4, nl.float8_e4m3fn_x4]
     assert nl.float8_e5m2_x4 != placeholder.dtype and placeholder.dtype not in [nl.float4_e2m1fn_x4]
     x = np.random.default_rng(3).standard_normal((32, 16)).astype(ml_dtypes.bfloat16)
-    data, scale = nki.simulate(quantize_into_placeholder, chip="trn3")(x, placeholder, np.zeros((32, 4), np.uint8))
+    data, scale = nki.simulate(quantize_into_placeholder, chip="trn3")(x, placeholder,
+                                                                       np.zeros((32, 4), np.uint8))
     assert host_mx_name(data.dtype) == "float8_e4m3fn_x4"
     rows = [(p // 32) * 32 + (p % 32) // 8 for p in range(32)]  # each group's scale row
     values = _as_float32(data) * np.repeat(2.0 ** (scale[rows].astype(np.float32) - 127), 4, axis=1)
@@ -179,6 +181,6 @@ def test_nki_version_selects_the_release_block_scale():
     scales = {v: nki.simulate(quantize_into_placeholder, chip="trn3", nki_version=v)(*args)[1][0, 0]
               for v in ("0.4", "0.6")}
     assert scales == {"0.4": 127 + 1 - 8, "0.6": 127 + 1 - 7}
-    assert nki.simulate(quantize_into_placeholder, chip="trn3")(*args)[1][0, 0] == scales["0.6"]  # the default
+    assert nki.simulate(quantize_into_placeholder, chip="trn3")(*args)[1][0, 0] == scales["0.6"]  # default
     with pytest.raises(OptionError, match=r"NKI release '0\.9'.*known: 0\.3, 0\.4, 0\.5, 0\.6"):
         nki.simulate(quantize_into_placeholder, nki_version="0.9")

@@ -81,7 +81,8 @@ def test_collective_mistakes_are_located_errors():
     xs = np.ones((2, 8, 16), np.float32)
     gather = _hbm_collective(lambda d, s, g, _: ncc.all_gather(srcs=[s], dsts=[d], replica_group=g,
                                                              collective_dim=0))
-    with pytest.raises(ConstraintError, match=r"replica group \[0, 1\] has ranks \[1\], but this launch has 1") as err:
+    with pytest.raises(ConstraintError,
+                       match=r"replica group \[0, 1\] has ranks \[1\], but this launch has 1") as err:
         nki.simulate(gather)(xs[0], ReplicaGroup([[0, 1]]), None)
     assert err.value.location.split(":")[0].endswith("test_ncc.py")
     with pytest.raises(ConstraintError, match="share of dst and src.*differ in size"):  # dst is not 2x src

@@ -30,7 +30,8 @@ def add_first_tiles(a, b, n_tiles):
         nisa.dma_copy(dst=ta, src=a.ap(pattern=[[F, P], [1, F]], offset=0, scalar_offset=row, indirect_dim=0))
         nisa.dma_copy(dst=tb, src=b.ap(pattern=[[F, P], [1, F]], offset=0, scalar_offset=row, indirect_dim=0))
         nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
-        nisa.dma_copy(dst=out.ap(pattern=[[F, P], [1, F]], offset=0, scalar_offset=row, indirect_dim=0), src=ta)
+        nisa.dma_copy(dst=out.ap(pattern=[[F, P], [1, F]], offset=0, scalar_offset=row, indirect_dim=0),
+                      src=ta)
         nisa.tensor_scalar(dst=row, data=row, op0=nl.add, operand0=P)
     return out
 

@@ -710,8 +710,8 @@ def _control(g: Gen, opcode: Opcode, srcs=(), dst=None, **imm) -> int | None:
 def _retarget(g: Gen, at: int) -> None:
     """Point the branch at ``at`` to the next instruction to be emitted."""
     ins = g.instructions[at]
-    g.instructions[at] = Instruction(ins.opcode, ins.engine, None, (), {**ins.imm, "target": len(g.instructions)},
-                                     location=ins.location)
+    g.instructions[at] = Instruction(ins.opcode, ins.engine, None, (),
+                                     {**ins.imm, "target": len(g.instructions)}, location=ins.location)
 
 
 def gen_control(g: Gen) -> None:
@@ -725,7 +725,8 @@ def gen_control(g: Gen) -> None:
         _control(g, Opcode.REGISTER_STORE, (), g.operand([SBUF, HBM], 1, [1], write=True,
                                                          dtypes={DType.int32, DType.uint32}),
                  src_reg=g.r.randrange(4))
-    skip = _control(g, Opcode.BRANCH, reg=reg, cmp=g.choice(BRANCH_CMPS[1:]), value=g.r.randint(-5, 5), target=0)
+    skip = _control(g, Opcode.BRANCH, reg=reg, cmp=g.choice(BRANCH_CMPS[1:]), value=g.r.randint(-5, 5),
+                    target=0)
     GENERATORS[g.choice(body)](g)
     _retarget(g, skip)
     counter = 4 + g.r.randrange(2)

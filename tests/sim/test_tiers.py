@@ -141,7 +141,8 @@ def test_a_kernel_that_raises_is_an_error_naming_the_instruction(capfd):
     saved = execute_numba.ENTRIES[Opcode.MEMSET]
     execute_numba.ENTRIES[Opcode.MEMSET] = execute_numba.entry_address(_raising_kernel)
     try:
-        with pytest.raises(KernelFaultError, match=r"kernel\.py:7: memset on vector: the MEMSET kernel raised"):
+        with pytest.raises(KernelFaultError,
+                           match=r"kernel\.py:7: memset on vector: the MEMSET kernel raised"):
             sim.run(_fresh(program), executor="numba")
     finally:
         execute_numba.ENTRIES[Opcode.MEMSET] = saved
@@ -246,7 +247,8 @@ def test_a_cold_process_runs_at_once_and_the_next_loads_what_its_worker_compiled
     env.pop("NEURON_SIM_EXECUTOR", None)
 
     def child() -> dict:
-        proc = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
+                              timeout=600)
         assert proc.returncode == 0, proc.stderr[-4000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
 

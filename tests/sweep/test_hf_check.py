@@ -59,7 +59,8 @@ def test_the_zoo_spans_the_groups_the_issue_names():
 
 
 def test_the_report_counts_and_tabulates():
-    checks = [hf_check.Check("a", "decoder", "eager"), hf_check.Check("a", "decoder", "generate", "fail", "x|y"),
+    checks = [hf_check.Check("a", "decoder", "eager"),
+              hf_check.Check("a", "decoder", "generate", "fail", "x|y"),
               hf_check.Check("b", "encoder", "eager", "error", "E")]
     checks[0].device.native_ns, checks[0].device.fallback_ns = 3.0, 1.0
     checks[0].device.fallbacks = {"aten::cat": 2}

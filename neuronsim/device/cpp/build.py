@@ -134,14 +134,15 @@ def _run_together(commands: list[list[str]]) -> tuple[list[str], int, str] | Non
     procs: list[subprocess.Popen] = []
     try:
         for command in commands:
-            procs.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            procs.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True))
         outputs = [p.communicate(timeout=max(deadline - time.monotonic(), 0.0))[0] for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for command, p, output in zip(commands, procs, outputs):
+    for command, p, output in zip(commands, procs, outputs, strict=True):
         if p.returncode != 0:
             return command, p.returncode, output
     return None

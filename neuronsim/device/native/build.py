@@ -82,7 +82,8 @@ def build_entry(native_op, args: tuple, kwargs: dict):
         if vouched is None:
             return DECLINED
         dtypes = vouched.output_dtypes or tuple(o.dtype for o in call.outputs)  # (layer norm's 16-bit mean)
-        specs = tuple((tuple(o.shape), tuple(o.stride()), dt) for o, dt in zip(call.outputs, dtypes, strict=True))
+        specs = tuple((tuple(o.shape), tuple(o.stride()), dt)
+                      for o, dt in zip(call.outputs, dtypes, strict=True))
         return NoWorkEntry(positions, specs, written, bool(plan.returns), _returns_list(native_op.op))
     launch = _plan_with_empty(native_op, call) if _has_empty(call) else native_op.planner(call)
     if launch is None or (not complete and launch.result is None):

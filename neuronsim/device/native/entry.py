@@ -135,7 +135,8 @@ class Entry:
         if found is None:
             if len(per_core) >= _CORES_KEPT:  # (threads come and go: keep a few cores' bases)
                 per_core.clear()
-            found = per_core[core] = (core.executor_bases(prep.program, prep.placement, self.fixed_arrays), [])
+            bases = core.executor_bases(prep.program, prep.placement, self.fixed_arrays)
+            found = per_core[core] = (bases, [])
         return found
 
     def run(self, args: tuple, kwargs: dict, opts=None):
@@ -217,7 +218,8 @@ class Entry:
             if bases[-1] == 0:  # a compile unit unloaded since (tests do): on from there
                 self._runner = None
                 tiered = self.program if opts.executor == "tiered" else None
-                stopped = execute_numba.execute(prep.itab, prep.ftab, bases, tiered, self._pitch, start=stopped)
+                stopped = execute_numba.execute(prep.itab, prep.ftab, bases, tiered, self._pitch,
+                                                start=stopped)
         else:
             prep = self.prepared
             tiered = self.program if opts.executor == "tiered" else None
@@ -261,7 +263,8 @@ class NoWorkEntry:
         if self.written:
             return args[0] if self.returns_value else None
         index = gather_inputs(self.input_positions[:1], args, kwargs)[0].get_device()
-        outputs = [memory.empty_strided(size, stride, dtype, index, 0) for size, stride, dtype in self.output_specs]
+        outputs = [memory.empty_strided(size, stride, dtype, index, 0)
+                   for size, stride, dtype in self.output_specs]
         if self.returns_list:
             return outputs
         return outputs[0] if len(outputs) == 1 else tuple(outputs)

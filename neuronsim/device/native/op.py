@@ -51,8 +51,8 @@ class NativeOp:
     def __call__(self, op, args: tuple, kwargs: dict):
         opts = current_options()
         try:
-            # (chip, op name, per-argument keys, ..., 64-bit policy): the name (a str, whose hash is cached) where the
-            # OpOverload was, whose __hash__ is Python code run on every call.
+            # (chip, op name, per-argument keys, ..., 64-bit policy): the name (a str, whose hash is
+            # cached) where the OpOverload was, whose __hash__ is Python code run on every call.
             if self._plain and not kwargs:  # most calls: what signature_key gives, one tuple less
                 key = (opts.chip, self._name, tuple(map(arg_key, args)), opts.cast_64bit)
             elif self._plain_inplace and not kwargs:

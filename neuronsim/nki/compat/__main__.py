@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="library: the test process's memory limit in GiB (default: 85%% of the "
                              "host's available memory; 0: none)")
     parser.add_argument("--nki-version", default=None,
-                        help=f"the NKI release simulated where releases differ ({', '.join(nki_releases.RELEASES)}; "
+                        help="the NKI release simulated where releases differ "
+                             f"({', '.join(nki_releases.RELEASES)}; "
                              f"default {env.NEURON_SIM_NKI_VERSION} or {nki_releases.CURRENT})")
     args = parser.parse_args(argv)
     if args.nki_version is not None:

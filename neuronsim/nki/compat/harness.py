@@ -406,14 +406,24 @@ def _validate(kernel_args, outputs, rank: int = 0) -> dict:
             ok = False
             bad.append(f"{name}: shape {a.shape} vs reference {b.shape}")
             continue
-        finite = np.isfinite(b)
-        err = float(np.nanmax(np.abs(a - b)[finite])) if finite.any() else 0.0
-        worst = max(worst, err if np.isfinite(err) else float("inf"))
+        err, broken = differences(a, b)
+        worst = max(worst, float("inf") if broken else err)
         if not maxAllClose(a, b, va.relative_accuracy, va.absolute_accuracy, verbose=0):
             ok = False
-            bad.append(f"{name}: max |error| {err:.3g} (rtol {va.relative_accuracy}, "
+            nonfinite = f", {broken} NaN/Inf where the reference is finite" if broken else ""
+            bad.append(f"{name}: max |error| {err:.3g}{nonfinite} (rtol {va.relative_accuracy}, "
                        f"atol {va.absolute_accuracy})")
     return {"correct": ok, "max_error": worst, "error": "; ".join(bad)}
+
+
+def differences(got: np.ndarray, want: np.ndarray) -> tuple[float, int]:
+    """The largest ``|got - want|`` where both are finite, and how many outputs are NaN or Inf
+    where the reference is finite: an output that is all NaN has no finite error to report, and
+    must not read as "max error 0"."""
+    finite = np.isfinite(want)
+    both = finite & np.isfinite(got)
+    err = float(np.abs(got - want)[both].max()) if both.any() else 0.0
+    return err, int(np.count_nonzero(finite & ~np.isfinite(got)))
 
 
 def _as_read(got, placeholder, want) -> np.ndarray:

@@ -8,8 +8,8 @@ array to an x4 dtype is ``[P, F // 4]``, and back is ``[P, F]``). The words are 
 simulator's MX data (value ``j`` of a word in its byte ``j``, or nibble ``j`` for fp4; docs/ir.md).
 Their numpy dtype is named by the format (``types.named_mx_dtype``, shown as that name by
 ``str()``): ``'x4' in str(a.dtype)`` is how the library's torch references and validator tell
-packed arrays, and a kernel receiving one sees ``nl.float4_e2m1fn_x4`` etc. ``np.zeros(shape, dtype=nl.float8_e4m3fn_x4)`` makes one
-(``register_x4_names``).
+packed arrays, and a kernel receiving one sees ``nl.float4_e2m1fn_x4`` etc.
+``np.zeros(shape, dtype=nl.float8_e4m3fn_x4)`` makes one (``register_x4_names``).
 """
 
 from __future__ import annotations
@@ -83,7 +83,9 @@ def _numpy(dtype) -> np.dtype:
 def finfo(dtype):
     """Float facts of ``dtype`` (``.dtype``: its numpy dtype), through ml_dtypes for narrow floats."""
     d = _numpy(dtype)
-    return ml_dtypes.finfo(d) if d.kind == "V" or d not in (np.float16, np.float32, np.float64) else np.finfo(d)
+    if d.kind == "V" or d not in (np.float16, np.float32, np.float64):
+        return ml_dtypes.finfo(d)
+    return np.finfo(d)
 
 
 def sizeinbytes(dtype) -> int:

@@ -51,7 +51,6 @@ from neuronsim.nki.isa.registers import (
     register_store,
 )
 from neuronsim.nki.isa.scalar import activate2, activation, activation_reduce
-from neuronsim.nki.isa.xorwow import rand2, rand_get_state, rand_set_state
 from neuronsim.nki.isa.tensor import nc_matmul, nc_transpose
 from neuronsim.nki.isa.vector import (
     bn_aggr,
@@ -76,7 +75,7 @@ from neuronsim.nki.isa.vector import (
     tensor_tensor_scan,
 )
 from neuronsim.nki.isa.vector_select import nc_match_replace8, nc_stream_shuffle, range_select
-
+from neuronsim.nki.isa.xorwow import rand2, rand_get_state, rand_set_state
 
 __all__ = [
     "NkiInstruction",

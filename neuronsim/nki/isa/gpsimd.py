@@ -177,8 +177,8 @@ def topk(val_dst, idx_dst, src, n, name=None):
                     f"{-(-n // 16)}; src = {_describe(src)}")
     k = val.free_size
     if not 1 <= k < 32768 or k > n or idx.free_size != k:
-        raise _fail(fn, f"K = val_dst's free size {k} must satisfy 1 <= K < 32768 and K <= n={n}, and idx_dst "
-                    f"must have K elements per partition; val_dst = {_describe(val)}, idx_dst = "
+        raise _fail(fn, f"K = val_dst's free size {k} must satisfy 1 <= K < 32768 and K <= n={n}, "
+                    f"and idx_dst must have K elements per partition; val_dst = {_describe(val)}, idx_dst = "
                     f"{_describe(idx)}")
     emit(fn, Opcode.TOPK, Engine.GPSIMD, val, (src,), {"n": n}, name=name, dst2=idx, roles=("src",))
 

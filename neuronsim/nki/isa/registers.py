@@ -42,8 +42,9 @@ class VirtualRegister:
         return _while_test(self, sys._getframe(1))
 
     def __int__(self):
-        raise TypeError(f"{self!r}: a register's value is not known while the kernel is traced; use it as "
-                        f"a loop bound (nl.dynamic_range, nl.fori_loop), a while condition or a scalar_offset")
+        raise TypeError(f"{self!r}: a register's value is not known while the kernel is traced; "
+                        "use it as a loop bound (nl.dynamic_range, nl.fori_loop), a while condition "
+                        "or a scalar_offset")
 
     __index__ = __int__
 
@@ -134,7 +135,8 @@ def register_store(dst, src) -> None:
     src = _register(src, "src", "register_store")
     v = _word(dst, "dst", "register_store")
     if v.buf.dtype not in (DType.int32, DType.uint32):
-        raise _fail("register_store", f"dst must be int32 or uint32 (a register holds 32 bits); got {_describe(v)}")
+        raise _fail("register_store",
+                    f"dst must be int32 or uint32 (a register holds 32 bits); got {_describe(v)}")
     emit("register_store", Opcode.REGISTER_STORE, Engine.SYNC, v, (), {"src_reg": src.number})
 
 
@@ -143,7 +145,8 @@ def register_word(reg: VirtualRegister, fn: str) -> TensorView:
         raise _fail(fn, f"{reg!r} is not a device register")
     """An SBUF int32 word holding ``reg``'s value now (a register used as a ``scalar_offset``)."""
     trace = current_trace()
-    buf = trace.new_tile(f"r{reg.number}_word", Memory.SBUF, (1, 1), DType.int32, caller_location(), "register")
+    buf = trace.new_tile(f"r{reg.number}_word", Memory.SBUF, (1, 1), DType.int32, caller_location(),
+                         "register")
     word = TensorView.whole(buf)
     emit(fn, Opcode.REGISTER_STORE, Engine.SYNC, word, (), {"src_reg": reg.number})
     return word
@@ -158,6 +161,7 @@ def _branch(fn: str, loop: DynamicLoop, role: str, **imm) -> None:
 
 def _open(trace, loop: DynamicLoop, fn: str, **test) -> None:
     _branch(fn, loop, "exit", **test)
+    trace.dynamic_loops += 1
     trace.loops.append(LoopFrame("dynamic", loop.location))
 
 
@@ -181,7 +185,10 @@ def dynamic_loop(start, stop, step, fn: str, location, fresh_induction: bool = F
     counter = _new_register()
     _move(counter, start, fn)
     loop = DynamicLoop(location)
-    bound = {"rhs_reg": stop.number} if isinstance(stop, VirtualRegister) else {"rhs_reg": -1, "value": int(stop)}
+    if isinstance(stop, VirtualRegister):
+        bound = {"rhs_reg": stop.number}
+    else:
+        bound = {"rhs_reg": -1, "value": int(stop)}
     _open(trace, loop, fn, cmp="greater_equal", reg=counter.number, **bound)
     induction = VirtualRegister(counter.number, frozen=True)
     if fresh_induction:  # passed by value: the body may write it without changing the loop

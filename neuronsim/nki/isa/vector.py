@@ -218,7 +218,8 @@ def tensor_scalar_reduce(
     tensor_reduce(reduce_res, reduce_op, flat, axis=tuple(range(1, len(flat.shape))), name=name)
 
 
-def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None):
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce,
+                             name=None):
     """``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` along the free dims on VectorE (S16), the
     accumulator reset by op1 (``reset_reduce``: 0 for add/subtract, 1 for mult, -inf/+inf for
     max/min) or loaded with ``imm1`` (``load_reduce``). ``imm0``/``imm1``: a float or a [P, 1] fp32

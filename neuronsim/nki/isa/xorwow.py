@@ -35,8 +35,8 @@ def _state(fn: str, eng: Engine) -> TensorView:
         buf = trace.new_tile(f"xorwow_state.{eng.name.lower()}", Memory.SBUF, (LANES, words), DType.uint32,
                              caller_location(3), "xorwow_state")
         states[eng] = state = TensorView.whole(buf)
-        emit(fn, Opcode.IOTA, Engine.GPSIMD, state, (), {"pattern": ((1, words),), "offset": 1,
-                                                         "channel_multiplier": words}, name="xorwow_default_seed")
+        emit(fn, Opcode.IOTA, Engine.GPSIMD, state, (),
+             {"pattern": ((1, words),), "offset": 1, "channel_multiplier": words}, name="xorwow_default_seed")
     return states[eng]
 
 

@@ -29,7 +29,7 @@ from neuronsim.nki.language.dtypes import float32, psum, sbuf
 from neuronsim.nki.legacy import hints
 from neuronsim.nki.legacy.call import materialize, run, run_into
 from neuronsim.nki.legacy.grid import IndexExpr, Mask, resolve
-from neuronsim.nki.trace import caller_location, current_trace, location_override
+from neuronsim.nki.trace import caller_location, current_trace, overriding_location
 from neuronsim.sim.ir import AluOp, Memory
 
 
@@ -69,11 +69,8 @@ class Deferred:
         trace.pending = self._flush
 
     def _record(self, dst, accumulate=None) -> None:
-        location_override.location = self.location
-        try:
+        with overriding_location(self.location):
             self.emit(dst, accumulate)
-        finally:
-            location_override.location = None
 
     def _flush(self) -> None:
         if self.tile is None:

@@ -10,10 +10,10 @@ import dataclasses
 import functools
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from neuronsim.errors import ChipSpecError
 
@@ -182,7 +182,8 @@ def _parse(doc: dict, origin: str) -> ChipSpec:
         if not isinstance(entry, dict) or set(entry) != {"value", "status", "source"}:
             raise ChipSpecError(f"{origin}: {key} must be {{ value = ..., status = ..., source = ... }}")
         if entry["status"] not in VALUE_STATUSES:
-            raise ChipSpecError(f"{origin}: {key}.status must be one of {VALUE_STATUSES}, got {entry['status']!r}")
+            raise ChipSpecError(f"{origin}: {key}.status must be one of {VALUE_STATUSES}, "
+                                f"got {entry['status']!r}")
         if not str(entry["source"]).strip():
             raise ChipSpecError(f"{origin}: {key} has an empty source")
         value = entry["value"]
@@ -264,4 +265,5 @@ def get_chip(chip: str | os.PathLike | ChipSpec) -> ChipSpec:
         return _builtin(name)
     if name.endswith(".toml") and Path(name).exists():
         return load_chip_file(name)
-    raise ChipSpecError(f"unknown chip {name!r}: choose one of {available_chips()} or give a path to a .toml file")
+    raise ChipSpecError(f"unknown chip {name!r}: choose one of {available_chips()} "
+                        "or give a path to a .toml file")

@@ -87,7 +87,8 @@ def require_operands(ins: Instruction, n_srcs: int | tuple[int, ...], dst: bool 
     require((ins.dst is not None) == dst, ins, "needs a destination" if dst else "takes no destination")
 
 
-def require_same_shape(ins: Instruction, a: AccessPattern, b: AccessPattern, what_a: str, what_b: str) -> None:
+def require_same_shape(ins: Instruction, a: AccessPattern, b: AccessPattern, what_a: str,
+                       what_b: str) -> None:
     require(a.partitions == b.partitions and a.free_size == b.free_size, ins,
             f"{what_a} is {a.partitions}x{a.free_size} (partitions x free) but {what_b} is "
             f"{b.partitions}x{b.free_size}")
@@ -100,7 +101,8 @@ def require_known_immediates(ins: Instruction, known: frozenset[str]) -> None:
             f"{sorted(known) if known else 'none'}")
 
 
-def require_dtype(ins: Instruction, ap: AccessPattern, allowed: tuple[DType, ...] | frozenset, role: str) -> None:
+def require_dtype(ins: Instruction, ap: AccessPattern, allowed: tuple[DType, ...] | frozenset,
+                  role: str) -> None:
     if ap.dtype not in allowed:
         raise fail(ins, f"{role} dtype {ap.dtype.name} is not allowed here; allowed: "
                    f"{sorted(d.name for d in allowed)}", DtypeError)

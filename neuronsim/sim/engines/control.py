@@ -103,8 +103,8 @@ def _check_store(ins: Instruction, chip: ChipSpec) -> None:
     dst = ins.dst
     require(dst.num_elements == 1, ins, f"stores one value; {dst.describe()} has {dst.num_elements}")
     if dst.dtype.name not in STORE_DTYPES:
-        raise fail(ins, f"stores a 32-bit register into int32 or uint32; {dst.describe()} is {dst.dtype.name}",
-                   DtypeError)
+        raise fail(ins, f"stores a 32-bit register into int32 or uint32; {dst.describe()} is "
+                   f"{dst.dtype.name}", DtypeError)
 
 
 def _check_branch(ins: Instruction, chip: ChipSpec) -> None:
@@ -191,8 +191,8 @@ def _encode_store(ins: Instruction):
 def _encode_branch(ins: Instruction):
     imm = ins.imm
     always = imm["cmp"] == "always"
-    return [BRANCH_CMPS.index(imm["cmp"]), 0 if always else imm["reg"], -1 if always else imm.get("rhs_reg", -1),
-            wrap32(imm.get("value", 0)), imm["target"]], []
+    return [BRANCH_CMPS.index(imm["cmp"]), 0 if always else imm["reg"],
+            -1 if always else imm.get("rhs_reg", -1), wrap32(imm.get("value", 0)), imm["target"]], []
 
 
 @njit(cache=True, inline="always")

@@ -47,8 +47,8 @@ from neuronsim.sim.encoding import DST, IMM, SRC0, SRC1
 from neuronsim.sim.engines.common import (
     OpDef,
     fail,
-    partition_rows,
     no_immediates,
+    partition_rows,
     require,
     require_known_immediates,
     require_operands,

@@ -38,8 +38,8 @@ def _check_bounds(ins: Instruction, chip: ChipSpec) -> None:
             raise fail(ins, f"{role} is {ap.dtype.name}; sequence_bounds takes float32 or int32", DtypeError)
     require(src.partitions == 1 and dst.partitions == 1, ins, f"segment_ids has {src.partitions} partitions "
             f"and dst {dst.partitions}; sequence_bounds works on one partition")
-    require(dst.free_size == 2 * src.free_size, ins, f"dst has {dst.free_size} elements; it must hold a start "
-            f"and an end for each of the {src.free_size} ids ([1, 2, {src.free_size}])")
+    require(dst.free_size == 2 * src.free_size, ins, f"dst has {dst.free_size} elements; it must hold "
+            f"a start and an end for each of the {src.free_size} ids ([1, 2, {src.free_size}])")
 
 
 def _cycles_bounds(ins: Instruction, chip: ChipSpec) -> float:

@@ -72,8 +72,8 @@ def _check_rand2(ins: Instruction, chip: ChipSpec) -> None:
         raise fail(ins, f"dst is {dst.dtype.name}; rand2 writes {sorted(d.name for d in RAND2_DTYPES)}",
                    DtypeError)
     require(ins.dst2 is not None and ins.dst2.tensor is state.tensor and ins.dst2.offset == state.offset
-            and ins.dst2.pattern == state.pattern, ins, "dst2 must be the state operand itself (the generator "
-            "advances its state)")
+            and ins.dst2.pattern == state.pattern, ins,
+            "dst2 must be the state operand itself (the generator advances its state)")
     if state.dtype is not DType.uint32:
         raise fail(ins, f"the XORWOW state is {state.dtype.name}; it is uint32 words", DtypeError)
     require_shape(ins, state, dst.partitions, VECTOR_STATE_WORDS, "the XORWOW state")
@@ -83,8 +83,8 @@ def _check_rand2(ins: Instruction, chip: ChipSpec) -> None:
             raise fail(ins, f"the {name} tile is {tile.dtype.name}; it must be float32", DtypeError)
     for name in ("min", "max"):
         if name not in tiles:
-            require(isinstance(ins.imm.get(name), numbers.Real), ins, f"{name}={ins.imm.get(name)!r} must be a "
-                    f"number (or pass a [P, 1] tile)")
+            require(isinstance(ins.imm.get(name), numbers.Real), ins,
+                    f"{name}={ins.imm.get(name)!r} must be a number (or pass a [P, 1] tile)")
     if not tiles:
         require(np.float32(ins.imm["min"]) < np.float32(ins.imm["max"]), ins,
                 f"min={ins.imm['min']} must be below max={ins.imm['max']}")

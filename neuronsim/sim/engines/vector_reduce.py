@@ -1,6 +1,6 @@
-"""VectorE folds: tensor_reduce, tensor_tensor_scan and tensor_scalar_cumulative — checks, semantics (numpy reference and
-Numba) and costs side by side. The statistics (bn_stats, bn_aggr) are in ``vector_bn.py``, max8 and
-nc_find_index8 in ``vector_top_k.py``.
+"""VectorE folds: tensor_reduce, tensor_tensor_scan and tensor_scalar_cumulative — checks,
+semantics (numpy reference and Numba) and costs side by side. The statistics (bn_stats, bn_aggr)
+are in ``vector_bn.py``, max8 and nc_find_index8 in ``vector_top_k.py``.
 
 Numerics, identical in both executors: sources are read as fp32, every arithmetic step is one fp32
 operation rounded once (``alu_f32`` / ``alu_np``), and folds run left to right along the free dim
@@ -331,7 +331,8 @@ def _check_cumulative(ins: Instruction, chip: ChipSpec) -> None:
         require_dtype(ins, tile, (DType.float32,), f"the {name} tile")
     require(flag(ins, "load") or not flag(ins, "imm1_is_tile") and ins.imm.get("imm1") is None, ins,
             "imm1 (the accumulator's initial value) is read only by load_reduce")
-    require(not flag(ins, "load") or flag(ins, "imm1_is_tile") or isinstance(ins.imm.get("imm1"), (int, float)),
+    require(not flag(ins, "load") or flag(ins, "imm1_is_tile")
+            or isinstance(ins.imm.get("imm1"), (int, float)),
             ins, "load_reduce needs imm1, the accumulator's initial value")
     require_vector_free(ins, chip, src, "src")
 
@@ -370,8 +371,8 @@ def _ref_cumulative(ins: Instruction, mem: RefMemory) -> None:
 
 def _enc_cumulative(ins: Instruction) -> tuple[list[int], list[float]]:
     op1 = alu_immediate(ins, "op1")
-    ints = [int(alu_immediate(ins, "op0")), int(op1), int(flag(ins, "reverse0")), int(flag(ins, "imm0_is_tile")),
-            int(flag(ins, "load")), int(flag(ins, "imm1_is_tile"))]
+    ints = [int(alu_immediate(ins, "op0")), int(op1), int(flag(ins, "reverse0")),
+            int(flag(ins, "imm0_is_tile")), int(flag(ins, "load")), int(flag(ins, "imm1_is_tile"))]
     start = ins.imm["imm1"] if flag(ins, "load") and not flag(ins, "imm1_is_tile") else _CUMULATIVE_RESET[op1]
     return ints, [float(ins.imm.get("imm0", 0.0)), float(np.float32(start))]
 

@@ -62,7 +62,8 @@ def place_tensors(program: Program, chip: ChipSpec) -> Placement:
                 # A PSUM tensor that fits in a bank must not straddle two (matmul accumulation
                 # groups are per bank, S9).
                 bank = chip.psum_bank_bytes_per_partition
-                if t.bytes_per_partition <= bank and offset // bank != (offset + t.bytes_per_partition - 1) // bank:
+                last_byte = offset + t.bytes_per_partition - 1
+                if t.bytes_per_partition <= bank and offset // bank != last_byte // bank:
                     offset = (offset // bank + 1) * bank
             bump[t.memory] = offset + t.bytes_per_partition
         else:
@@ -70,7 +71,8 @@ def place_tensors(program: Program, chip: ChipSpec) -> Placement:
             if start < 0 or offset < 0 or start + t.partitions > chip.partitions:
                 raise ConstraintError(
                     f"{t.describe()} at partition {start} byte {offset} does not fit the "
-                    f"{chip.partitions} partitions", instruction=f"allocation of '{t.name}'", location=t.location)
+                    f"{chip.partitions} partitions", instruction=f"allocation of '{t.name}'",
+                    location=t.location)
         end = offset + t.bytes_per_partition
         if end > limit:
             raise _capacity_error(t, end, limit)

@@ -67,7 +67,8 @@ class CoreMemory:
         # A new tile may share bytes with a kept one (the allocator reuses bytes between lifetimes,
         # and a kernel's own addresses may do the same): those bytes keep the kept tile's values.
         kept = [(block, block.copy()) for block in
-                (self._block(t, placement) for t in program.tensors if t.memory is not Memory.HBM and t.name in keep)]
+                (self._block(t, placement) for t in program.tensors
+                 if t.memory is not Memory.HBM and t.name in keep)]
         for t in program.tensors:
             if t.memory is Memory.HBM or t.name in keep:
                 continue

@@ -18,7 +18,8 @@ def gather_and_pick(x, table, replica_group, ranks):
     nisa.dma_copy(dst=src, src=x)
     ncc.all_gather(dsts=[gathered], srcs=[src], replica_group=replica_group, collective_dim=0)
     mine = nl.ndarray((H, W), dtype=x.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=mine, src=table.ap(pattern=[[W, H], [1, W]], scalar_offset=ncc.rank_id(), indirect_dim=0))
+    nisa.dma_copy(dst=mine,
+                  src=table.ap(pattern=[[W, H], [1, W]], scalar_offset=ncc.rank_id(), indirect_dim=0))
     wide_in = nl.ndarray((H, W), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=wide_in, src=x)
     wide = nl.ndarray((H, W * ranks), dtype=x.dtype, buffer=nl.sbuf)

@@ -41,8 +41,9 @@ def gpsimd_topk(inp, k):
         idx = nl.ndarray((par, GROUP * k_cols), dtype=nl.uint32, buffer=nl.sbuf)
         nisa.topk(val_dst=val[:, 0:k], idx_dst=idx[:, 0:k], src=snake, n=GROUP * cols)
         out_pattern = [[k_cols, par], [1, k_cols]]
-        nisa.dma_copy(dst=values.ap(pattern=out_pattern, offset=first * GROUP * k_cols), src=val[:, 0:k_cols])
-        nisa.dma_copy(dst=positions.ap(pattern=out_pattern, offset=first * GROUP * k_cols), src=idx[:, 0:k_cols])
+        out_offset = first * GROUP * k_cols
+        nisa.dma_copy(dst=values.ap(pattern=out_pattern, offset=out_offset), src=val[:, 0:k_cols])
+        nisa.dma_copy(dst=positions.ap(pattern=out_pattern, offset=out_offset), src=idx[:, 0:k_cols])
     return values, positions
 
 

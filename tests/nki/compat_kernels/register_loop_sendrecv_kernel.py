@@ -27,8 +27,8 @@ def sharded_block_sums(x, weights, n_blocks):
     nisa.memset(row, value=0)
     for _ in nl.dynamic_range(0, count_reg):
         part = nl.ndarray((P_MAX, F), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=part, src=x.ap(pattern=[[2 * F, P_MAX], [1, F]], offset=shard * F, scalar_offset=row,
-                                         indirect_dim=0))
+        nisa.dma_copy(dst=part, src=x.ap(pattern=[[2 * F, P_MAX], [1, F]], offset=shard * F,
+                                         scalar_offset=row, indirect_dim=0))
         mine = nl.ndarray((P_MAX, F), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=mine, data=part, op0=nl.multiply, operand0=weight)
         theirs = nl.ndarray((P_MAX, F), dtype=nl.float32, buffer=nl.sbuf)
@@ -50,5 +50,6 @@ if __name__ == "__main__":
     out = nki.simulate(sharded_block_sums[2])(x, weights, np.array([[3]], np.int32))
     expected = weights[0, 0] * x[:, :F] + weights[1, 0] * x[:, F:]
     # the first three blocks; both cores round the same two float32 terms in the same order
-    assert np.array_equal(out[: 3 * P_MAX], expected[: 3 * P_MAX]), np.abs(out[: 3 * P_MAX] - expected[: 3 * P_MAX]).max()
+    first = slice(0, 3 * P_MAX)
+    assert np.array_equal(out[first], expected[first]), np.abs(out[first] - expected[first]).max()
     print("NKI and NumPy match")

@@ -56,7 +56,8 @@ def test_missing_key_is_an_error(tmp_path):
 
 
 def test_unknown_key_is_an_error(tmp_path):
-    path = _write_variant(tmp_path, lambda d: d + '\nwarp_drive = { value = 1, status = "assumed", source = "x" }\n')
+    path = _write_variant(
+        tmp_path, lambda d: d + '\nwarp_drive = { value = 1, status = "assumed", source = "x" }\n')
     with pytest.raises(ChipSpecError, match="unknown keys.*warp_drive"):
         load_chip_file(path)
 

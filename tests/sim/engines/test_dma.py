@@ -28,10 +28,12 @@ def test_same_dtype_copy_is_bit_exact(executor):
     rng = np.random.default_rng(0)
     bits = rng.integers(0, 2**32, size=(128, 64), dtype=np.uint32)
     x = bits.view(np.float32)
-    out = sim.run(_roundtrip((128, 64), "float32", "float32", "float32"), {"a": x}, executor=executor).outputs["o"]
+    program = _roundtrip((128, 64), "float32", "float32", "float32")
+    out = sim.run(program, {"a": x}, executor=executor).outputs["o"]
     assert np.array_equal(out.view(np.uint32), bits)
     ints = rng.integers(-2**31, 2**31, size=(128, 64), dtype=np.int32)
-    out = sim.run(_roundtrip((128, 64), "int32", "int32", "int32"), {"a": ints}, executor=executor).outputs["o"]
+    program = _roundtrip((128, 64), "int32", "int32", "int32")
+    out = sim.run(program, {"a": ints}, executor=executor).outputs["o"]
     assert np.array_equal(out, ints)
 
 
@@ -39,7 +41,8 @@ def test_same_dtype_copy_is_bit_exact(executor):
 def test_casting_copy_rounds_to_nearest_even(executor):
     """DMA casts src -> fp32 -> dst (S9), rounding to nearest even on the write."""
     x = np.random.default_rng(1).standard_normal((128, 32)).astype(np.float32)
-    out = sim.run(_roundtrip((128, 32), "float32", "bfloat16", "float32"), {"a": x}, executor=executor).outputs["o"]
+    program = _roundtrip((128, 32), "float32", "bfloat16", "float32")
+    out = sim.run(program, {"a": x}, executor=executor).outputs["o"]
     assert np.array_equal(out, x.astype(ml_dtypes.bfloat16).astype(np.float32))
 
 

@@ -1,16 +1,16 @@
 """The Numba executor's fast paths agree bit for bit with the plain definitions they replace.
 
 Register-tiled matmul vs ``matmul_np`` (tile edges, few columns, strided rows, specials), and the
-row-wise fast paths of memory/access.py and memory/copy.py vs the numpy reference executor (contiguous and strided APs,
-partial tiles, every dtype, overlapping copies).
+row-wise fast paths of memory/access.py and memory/copy.py vs the numpy reference executor
+(contiguous and strided APs, partial tiles, every dtype, overlapping copies).
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
-
-from fractions import Fraction
 
 from neuronsim.sim.engines.tensor import _matmul_panel, fma_f32_np, matmul_f32, matmul_np
 from neuronsim.sim.memory.numerics import canonicalize_nan
@@ -398,7 +398,8 @@ def test_activation_streams_partition_blocks(func):
     a = b.hbm("a", (128, 600), "float32")
     s = b.sbuf("s", (128, 600), "float32")
     y, r = b.sbuf("y", (128, 600), "bfloat16"), b.sbuf("r", (128, 1), "float32")
-    o, o2 = b.hbm("o", (128, 600), "float32", kind="output"), b.hbm("o2", (128, 600), "bfloat16", kind="output")
+    o = b.hbm("o", (128, 600), "float32", kind="output")
+    o2 = b.hbm("o2", (128, 600), "bfloat16", kind="output")
     orr = b.hbm("or", (128, 1), "float32", kind="output")
     b.emit(Opcode.DMA_COPY, s, [a])
     b.emit(Opcode.ACTIVATION, s, [s], engine=Engine.SCALAR, func=ActFunc[func], scale=0.5)

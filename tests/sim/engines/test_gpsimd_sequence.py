@@ -25,14 +25,16 @@ def sdk_model(ids: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_the_documented_example(executor):
-    """S16: [0, 1, 1, 2, 2, 2, 0, 3, 3] -> starts [9, 1, 1, 3, 3, 3, 9, 7, 7], ends [-1, 3, 3, 6, 6, 6, -1, 9, 9]."""
+    """S16: [0, 1, 1, 2, 2, 2, 0, 3, 3] -> starts [9, 1, 1, 3, 3, 3, 9, 7, 7],
+    ends [-1, 3, 3, 6, 6, 6, -1, 9, 9]."""
     ids = np.array([[0, 1, 1, 2, 2, 2, 0, 3, 3]], np.int32)
     got = run_one(Opcode.SEQUENCE_BOUNDS, (1, 18), "int32", [ids], executor)
     assert list(got[0]) == [9, 1, 1, 3, 3, 3, 9, 7, 7, -1, 3, 3, 6, 6, 6, -1, 9, 9]
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("src_dtype,dst_dtype", [("float32", "float32"), ("float32", "int32"), ("int32", "float32")])
+@pytest.mark.parametrize("src_dtype,dst_dtype",
+                         [("float32", "float32"), ("float32", "int32"), ("int32", "float32")])
 def test_random_runs_match_the_sdk_model(executor, src_dtype, dst_dtype):
     """Runs of equal ids (one coming back later starts a new run), padding 0 and -0.0 among them."""
     rng = np.random.default_rng(7)

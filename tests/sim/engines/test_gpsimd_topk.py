@@ -71,7 +71,8 @@ def test_topk_on_the_stubs_example_reads_the_kernels_own_tile():
 
 def test_topk_cost_is_four_n_plus_k():
     b = ProgramBuilder()
-    s, v, i = b.sbuf("s", (128, 40), "bfloat16"), b.sbuf("v", (128, 24), "bfloat16"), b.sbuf("i", (128, 24), "uint32")
+    s, v = b.sbuf("s", (128, 40), "bfloat16"), b.sbuf("v", (128, 24), "bfloat16")
+    i = b.sbuf("i", (128, 24), "uint32")
     assert cycles(b.emit(Opcode.TOPK, v, [s], dst2=i, n=630)) == 4 * 630 + 24
 
 
@@ -89,7 +90,8 @@ def test_topk_writes_only_k_positions_and_reads_only_n_for_the_uninitialized_che
     out4 = b.hbm("o4", (4, 1), "uint32", kind="output")
     b.emit(Opcode.DMA_COPY, out4, [i.ap([[20, 4], [1, 1]], offset=20 * 16 + 1)])  # results 16..19
     sim.prepare(b.build(), CHIP, uninitialized_memory="error")
-    b.emit(Opcode.DMA_COPY, out, [v.ap([[20, 32], [1, 1]], offset=1)], location="kernel.py:5")  # 4 of 16 written
+    # 4 of 16 written
+    b.emit(Opcode.DMA_COPY, out, [v.ap([[20, 32], [1, 1]], offset=1)], location="kernel.py:5")
     with pytest.raises(UninitializedReadError, match="kernel.py:5"):
         sim.prepare(b.build(), CHIP, uninitialized_memory="error")
 

@@ -65,7 +65,8 @@ def _quantize_program(p, f, fmt, location="k.py:3", ocp_scale=False):
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("fmt, ocp", [(FMT_E4M3FN, False), (FMT_E5M2, False), (FMT_E4M3FN, True), (FMT_E5M2, True)])
+@pytest.mark.parametrize("fmt, ocp",
+                         [(FMT_E4M3FN, False), (FMT_E5M2, False), (FMT_E4M3FN, True), (FMT_E5M2, True)])
 def test_quantize_matches_the_release_scale_and_layout(executor, fmt, ocp):
     p, f = 64, 16
     rng = np.random.default_rng(fmt)
@@ -204,12 +205,14 @@ def test_matmul_reads_only_the_scale_rows_for_the_uninitialized_check():
             if dtype == "uint8":  # only the rows the matmul reads
                 for row in scale_rows(128):
                     if row != skip_row:
-                        b.emit(Opcode.DMA_COPY, t.ap([[8, 1], [1, 8]], offset=row * 8), [h.ap([[8, 1], [1, 8]])])
+                        b.emit(Opcode.DMA_COPY, t.ap([[8, 1], [1, 8]], offset=row * 8),
+                               [h.ap([[8, 1], [1, 8]])])
             else:
                 b.emit(Opcode.DMA_COPY, t, [h])
             tiles.append(t)
         acc = b.psum("acc", (8, 8), "float32")
-        b.emit(Opcode.NC_MATMUL_MX, acc, tiles, stationary_fmt=FMT_E4M3FN, moving_fmt=FMT_E4M3FN, location="k.py:9")
+        b.emit(Opcode.NC_MATMUL_MX, acc, tiles, stationary_fmt=FMT_E4M3FN, moving_fmt=FMT_E4M3FN,
+               location="k.py:9")
         return b.build()
     sim.prepare(program(), "trn3", uninitialized_memory="error")
     with pytest.raises(UninitializedReadError, match="k.py:9"):

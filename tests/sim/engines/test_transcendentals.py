@@ -143,8 +143,10 @@ def _interpolant(f, lo, hi, degree: int) -> list[float]:
     """Monomial coefficients of ``f``'s interpolant at the first-kind Chebyshev nodes of [lo, hi],
     solved in 40-digit mpmath and rounded once to float64 (how the stored coefficients were made)."""
     n, lo, hi = degree + 1, mpmath.mpf(lo), mpmath.mpf(hi)
-    nodes = [(lo + hi) / 2 + (hi - lo) / 2 * mpmath.cos(mpmath.pi * (i + mpmath.mpf(0.5)) / n) for i in range(n)]
-    c = mpmath.lu_solve(mpmath.matrix([[v**j for j in range(n)] for v in nodes]), mpmath.matrix([f(v) for v in nodes]))
+    nodes = [(lo + hi) / 2 + (hi - lo) / 2 * mpmath.cos(mpmath.pi * (i + mpmath.mpf(0.5)) / n)
+             for i in range(n)]
+    c = mpmath.lu_solve(mpmath.matrix([[v**j for j in range(n)] for v in nodes]),
+                        mpmath.matrix([f(v) for v in nodes]))
     return [float(c[j]) for j in range(n)]
 
 
@@ -165,7 +167,8 @@ def _erfc_c(s):  # (a + K) e^(a^2) erfc(a) at the a whose t = (a - K) / (a + K) 
 def test_coefficients_are_the_interpolants():
     """The stored polynomials are recomputed from mpmath, bit for bit."""
     mpmath.mp.dps = 40
-    np.testing.assert_array_equal(T.EXP_Q, _interpolant(_exp_q, -mpmath.log(2) / 2, mpmath.log(2) / 2, T.EXP_Q.size - 1))
+    half_ln2 = mpmath.log(2) / 2
+    np.testing.assert_array_equal(T.EXP_Q, _interpolant(_exp_q, -half_ln2, half_ln2, T.EXP_Q.size - 1))
     np.testing.assert_array_equal(T.ERF_P, _interpolant(_erf_p, 0, 1, T.ERF_P.size - 1))
     np.testing.assert_array_equal(T.ERFC_C, _interpolant(_erfc_c, -1, 1, T.ERFC_C.size - 1))
 
@@ -199,7 +202,8 @@ def test_central_and_outer_formulas_are_the_function_in_their_regions(name):
     """The loops that run the central formula on every element and the outer one on the rest
     rely on each being the same bits as the whole function in its region."""
     x = np.linspace(-1.5, 1.5, 200_001).astype(np.float32).astype(np.float64)
-    x = np.concatenate([x, -x * 1e-30, [0.0, -0.0, 1e-45, -1e-45], _fp32_inputs(np.random.default_rng(9), 50_000)])
+    x = np.concatenate([x, -x * 1e-30, [0.0, -0.0, 1e-45, -1e-45],
+                        _fp32_inputs(np.random.default_rng(9), 50_000)])
     inside = np.abs(x if name == "erf" else x * T.INV_SQRT2) < T.CENTRAL_TOP
     assert inside.sum() > 100_000 and (~inside).sum() > 50_000
     which = FUNCS[name]

@@ -49,7 +49,8 @@ def rand2_program(p, n, dtype="float32", **imm):
 def test_rand2_is_the_xorwow_model_in_the_range_and_advances_the_state(executor):
     rng = np.random.default_rng(2)
     seeds = rng.integers(1, 2**32, (8, 24), dtype=np.uint64).astype(np.uint32)
-    out = sim.run(rand2_program(8, 37, min=-2.0, max=6.0), {"seeds": seeds}, chip=TRN3, executor=executor).outputs
+    out = sim.run(rand2_program(8, 37, min=-2.0, max=6.0), {"seeds": seeds}, chip=TRN3,
+                  executor=executor).outputs
     want, state = xorwow_model(seeds, 37, -2.0, 6.0)
     assert np.array_equal(out["y_out"], want)
     assert np.array_equal(out["state_out"], state)

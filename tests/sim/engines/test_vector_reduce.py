@@ -247,7 +247,8 @@ def test_cumulative_cost_and_checks():
     """Assumed: max(MIN_II, N); op1 one of add/subtract/mult/max/min; no 32-bit integers (S16)."""
     b = ProgramBuilder()
     t = b.sbuf("t", (128, 100), "bfloat16")
-    assert cycles(b.emit(Opcode.TENSOR_SCALAR_CUMULATIVE, t, [t], op0=AluOp.add, op1=AluOp.add, imm0=0.0)) == 100
+    ins = b.emit(Opcode.TENSOR_SCALAR_CUMULATIVE, t, [t], op0=AluOp.add, op1=AluOp.add, imm0=0.0)
+    assert cycles(ins) == 100
 
     def emit(k, dtype="float32", op1=AluOp.add, **imm):
         x = k.load("x", np.zeros((4, 8), dtype))
