@@ -1,8 +1,8 @@
 """The tiered executor (sim/tiers.py): a Program gives the same bytes and cycle counts whether its
 instructions ran as machine code or, while their kernels compile, on the reference executor (and
 its schedule from the scheduler's Python source); a kernel that raises is an error naming the
-instruction; a cold process runs at once while a worker fills the cache, and the next process
-loads what the worker compiled."""
+instruction; a cold process runs at once, its worker (started once it has run interpreted long
+enough, or at exit) fills the cache, and the next process loads what the worker compiled."""
 
 from __future__ import annotations
 
