@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from neuronsim import env
@@ -101,45 +102,50 @@ def build() -> Path:
 
 
 def _compile(compiler: str, target: Path) -> None:
-    """Each source compiled to an object file at once (in parallel: the translation units take
-    seconds each, minutes on a loaded machine), then linked into ``target``."""
+    """Each source into an object file, all at once (on a loaded machine g++ takes a minute per source:
+    side by side the wall is the slowest one's, where one command compiles them in turn), then one link."""
     include, lib, abi = _torch_paths()
-    with tempfile.TemporaryDirectory(prefix=target.stem + ".", dir=target.parent) as work:
-        flags = ["-O2", "-std=c++20", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",
-                 "-I", str(include)]
-        objects = [str(Path(work) / (source.stem + ".o")) for source in SOURCES]
-        _run_all(compiler, [[compiler, *flags, "-c", str(source), "-o", obj]
-                            for source, obj in zip(SOURCES, objects, strict=True)])
-        partial = str(Path(work) / target.name)
-        _run_all(compiler, [[compiler, "-shared", *objects, "-o", partial, "-L", str(lib), "-lc10",
-                             "-ltorch_cpu", "-ltorch_python", f"-Wl,-rpath,{lib}"]])
-        os.chmod(partial, 0o755)  # (the cache may be shared)
-        os.replace(partial, target)
-
-
-def _run_all(compiler: str, commands: list[list[str]]) -> None:
-    try:
-        running = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                   for c in commands]
-    except OSError as exc:
-        raise NativeBuildError(f"compiling {_names()} with {compiler} failed: {exc}. {_why()}") from exc
-    failed = None
-    for command, process in zip(commands, running, strict=True):
+    flags = ["-O2", "-std=c++20", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}"]
+    fd, partial = tempfile.mkstemp(prefix=target.stem + ".", suffix=".partial", dir=target.parent)
+    os.close(fd)
+    with tempfile.TemporaryDirectory(prefix=target.stem + ".", dir=target.parent) as objects:
+        compiles = [[compiler, *flags, "-c", "-I", str(include), str(source), "-o",
+                     os.path.join(objects, source.stem + ".o")] for source in SOURCES]
+        link = [compiler, "-shared", "-fPIC", *(c[-1] for c in compiles), "-o", partial,
+                "-L", str(lib), "-lc10", "-ltorch_cpu", "-ltorch_python", f"-Wl,-rpath,{lib}"]
         try:
-            output, _ = process.communicate(timeout=COMPILE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            output, _ = process.communicate()
-            output = f"timed out after {COMPILE_TIMEOUT_S} s\n{output}"
-        if process.returncode != 0 and failed is None:
-            failed = (command, process.returncode, output)
+            failed = _run_together(compiles) or _run_together([link])
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            os.unlink(partial)
+            raise NativeBuildError(f"compiling {_names()} with {compiler} failed: {exc}. {_why()}") from exc
     if failed is not None:
-        command, status, output = failed
+        os.unlink(partial)
+        command, returncode, output = failed
         tail = "\n".join(output.strip().splitlines()[-20:])
         raise NativeBuildError(
-            f"compiling {_names()} with {compiler} failed (exit status {status}). "
+            f"compiling {_names()} with {compiler} failed (exit status {returncode}). "
             f"{_why()}\n$ {' '.join(command)}\n{tail}"
         )
+
+
+def _run_together(commands: list[list[str]]) -> tuple[list[str], int, str] | None:
+    """Run ``commands`` side by side; the first that failed (command, exit status, output), else None."""
+    deadline = time.monotonic() + COMPILE_TIMEOUT_S
+    procs: list[subprocess.Popen] = []
+    try:
+        for command in commands:
+            procs.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True))
+        outputs = [p.communicate(timeout=max(deadline - time.monotonic(), 0.0))[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for command, p, output in zip(commands, procs, outputs, strict=True):
+        if p.returncode != 0:
+            return command, p.returncode, output
+    return None
 
 
 def _names() -> str:
