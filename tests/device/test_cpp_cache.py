@@ -174,6 +174,25 @@ def test_calls_it_does_not_know_run_the_python_path():
         dispatch.NATIVE_KERNELS[torch.ops.aten.mul.Tensor] = saved
 
 
+def test_hbm_capacity_is_the_options_in_effect():
+    a, b = _inputs(7)
+    _compiled(torch.sub, a, b)
+    capacity = hbm.ledger(0).allocated_bytes + 8 * a.nbytes
+    for _ in range(2):
+        with neuronsim.options(hbm_bytes=capacity):
+            torch.sub(a, b)  # (published under these options, then run from the record)
+        torch.sub(a, b), torch.sub(a, b)  # the environment's options: their own capacity
+    with neuronsim.options(hbm_bytes=capacity):
+        before = fast.hits()
+        torch.sub(a, b)
+        assert fast.hits() == before + 1
+        room = capacity - hbm.ledger(0).allocated_bytes
+        filler = torch.empty((room - a.nbytes // 2) // 4, device="neuron")  # less room than one output
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.sub(a, b)
+        del filler
+
+
 @njit(cache=False)
 def _raising_kernel(row, frow, bases):
     if row[0] >= 0:

@@ -126,6 +126,8 @@ def _compile(compiler: str, target: Path) -> None:
             f"compiling {_names()} with {compiler} failed (exit status {returncode}). "
             f"{_why()}\n$ {' '.join(command)}\n{tail}"
         )
+    os.chmod(partial, 0o755)  # (mkstemp made it private; the cache may be shared)
+    os.replace(partial, target)
 
 
 def _run_together(commands: list[list[str]]) -> tuple[list[str], int, str] | None:

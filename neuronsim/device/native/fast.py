@@ -146,8 +146,11 @@ def _options_changing(before: bool) -> None:
         return
     opts = _in_effect()
     if opts is not None and not _paused:
+        from neuronsim.device import settings
+
         slot = _slots.setdefault(opts, len(_slots) + 1)
         _armed = opts
+        _lib.neuronsim_fast_set_memory(-1, None, settings.hbm_capacity_bytes())  # (these options' HBM)
         _lib.neuronsim_fast_set_slot(slot)
 
 
