@@ -1,9 +1,9 @@
 """Cold start: ``NEURON_SIM=1 python examples/train_gpt.py`` to the end of its first step, on a fresh
-Numba cache directory, for one process and for three started together, next to a warm run (the
-cache the cold run filled), all measured in one run. Prints wall time and each process's CPU time
-(user + system, from ``wait4``: robust to a busy machine), and the ratios issue #21 asks for.
+Numba cache directory, for one process and for three started together, next to a warm run (a cache
+a cold run filled), all measured in one run. Prints wall time and each process's CPU time (user +
+system, from ``wait4``), and the ratios issue #21 asks for.
 
-    python benchmarks/bench_startup.py [--concurrent 3] [--steps 1] [--executor tiered] [--json]
+    python benchmarks/bench_startup.py [--concurrent 3] [--steps 1] [--repeats 3] [--executor tiered] [--json]
 
 Each process is a new Python: importing torch and neuronsim is part of the start either way, and
 the difference cold - warm is what a cold cache costs the run. Three warm processes started together
@@ -11,11 +11,17 @@ show what sharing the machine's cores costs by itself (on 2 cores, three busy pr
 a core each: 1.5x), the floor under the cold ratio. The three share one session, and Linux's
 autogroup scheduler gives each session an equal share of a busy machine, so under other sessions'
 load that floor rises towards 3x; the cold over the warm three shows what the cold cache adds on
-top of it. With the tiered executor (the
-default) a cold process compiles nothing itself: its compile worker (sim/tiers.py) fills the cache
-meanwhile and goes on after the process exits; the benchmark waits for the workers before the next
-run and reports their CPU seconds apart (they are off the run's critical path, not free).
-``--executor numba`` measures compiling in place, as before the tiers.
+top of it.
+
+A shared machine's load moves by the minute, so the runs a ratio compares are made next to each
+other, and repeated: each repeat runs three cold processes together, one cold process, one warm
+and three warm together, in that order, each cold run on a fresh directory. With the tiered
+executor (the default) a cold process compiles nothing itself: its compile worker (sim/tiers.py)
+fills the cache during or after the run. The first repeat's one cold process fills the cache the
+warm runs use: the benchmark waits for its worker and reports its CPU seconds (off the run's
+critical path, not free). The other cold runs' directories are deleted as soon as they end, which
+stops their workers (they would take CPU from the next runs). ``--executor numba`` measures
+compiling in place, as before the tiers.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import argparse
 import fcntl
 import json
 import os
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -57,12 +65,21 @@ def _wait(started: list[tuple[int, float]]) -> list[dict]:
 
 
 def run(cache: Path, processes: int, steps: int, executor: str) -> list[dict]:
-    done = _wait([_start(cache, steps, executor) for _ in range(processes)])
-    for lock in cache.glob(f"*/{WORKER_LOCK}"):  # the compile workers the processes left behind
+    return _wait([_start(cache, steps, executor) for _ in range(processes)])
+
+
+def wait_for_workers(cache: Path) -> None:
+    """Until the compile workers the processes on ``cache`` left behind have finished."""
+    for lock in cache.glob(f"*/{WORKER_LOCK}"):
         fd = os.open(lock, os.O_RDWR)
         fcntl.flock(fd, fcntl.LOCK_EX)  # each live worker holds it shared
         os.close(fd)
-    return done
+
+
+def discard(cache: Path) -> None:
+    """Delete a cold run's directory: its workers stop within half a second (compile_worker.py)."""
+    shutil.rmtree(cache, ignore_errors=True)
+    time.sleep(1.0)
 
 
 def worker_cpu_s(cache: Path) -> float:
@@ -73,61 +90,93 @@ def worker_cpu_s(cache: Path) -> float:
     return total
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrent", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=1)
-    parser.add_argument("--executor", default="tiered", choices=("tiered", "numba"))
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="neuronsim-startup-") as tmp:
-        one, many = Path(tmp) / "one", Path(tmp) / "many"
-        cold = run(one, 1, args.steps, args.executor)[0]
-        cold_workers = worker_cpu_s(one)
-        warm = run(one, 1, args.steps, args.executor)[0]
-        together = run(many, args.concurrent, args.steps, args.executor)
-        together_workers = worker_cpu_s(many)
-        warm_together = run(many, args.concurrent, args.steps, args.executor)
-    result = {
-        "executor": args.executor, "cold": cold, "warm": warm, "concurrent_cold": together,
-        "cold_worker_cpu_s": cold_workers, "concurrent_worker_cpu_s": together_workers,
+def repeat(tmp: Path, index: int, warm_cache: Path, args) -> dict:
+    many = tmp / f"many-{index}"
+    together = run(many, args.concurrent, args.steps, args.executor)
+    discard(many)
+    one = warm_cache if index == 0 else tmp / f"one-{index}"
+    cold = run(one, 1, args.steps, args.executor)[0]
+    workers = None
+    if index == 0:
+        wait_for_workers(one)
+        workers = worker_cpu_s(one)
+    else:
+        discard(one)
+    warm = run(warm_cache, 1, args.steps, args.executor)[0]
+    warm_together = run(warm_cache, args.concurrent, args.steps, args.executor)
+    return {
+        "concurrent_cold": together, "cold": cold, "warm": warm, "concurrent_warm": warm_together,
+        "cold_worker_cpu_s": workers,
         "cold_minus_warm_wall_s": cold["wall_s"] - warm["wall_s"],
         "cold_minus_warm_cpu_s": cold["cpu_s"] - warm["cpu_s"],
         "concurrent_over_cold_wall": [p["wall_s"] / cold["wall_s"] for p in together],
-        "concurrent_warm": warm_together,
         "concurrent_warm_over_warm_wall": [p["wall_s"] / warm["wall_s"] for p in warm_together],
         "concurrent_cold_over_concurrent_warm_wall": [c["wall_s"] / w["wall_s"]
                                                       for c, w in zip(together, warm_together, strict=True)],
         "load_1min": os.getloadavg()[0],
     }
+
+
+def _range(values: list[float], unit: str = "x") -> str:
+    lo, hi, mid = min(values), max(values), statistics.median(values)
+    return f"{lo:.2f}-{hi:.2f}{unit} (median {mid:.2f}{unit})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrent", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--executor", default="tiered", choices=("tiered", "numba"))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="neuronsim-startup-") as tmp:
+        for index in range(args.repeats):
+            results.append(repeat(Path(tmp), index, Path(tmp) / "warm", args))
+            if not args.json:
+                _print_repeat(index, results[-1], args)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps({"executor": args.executor, "repeats": results}, indent=2))
         return 0
-    print(f"train_gpt.py --steps {args.steps}, NEURON_SIM=1, NEURON_SIM_EXECUTOR={args.executor}, "
-          f"fresh Numba cache directories")
-    print(f"  {'run':<22} {'wall s':>8} {'CPU s':>8}")
-    print(f"  {'cold (one process)':<22} {cold['wall_s']:8.1f} {cold['cpu_s']:8.1f}")
-    print(f"  {'warm':<22} {warm['wall_s']:8.1f} {warm['cpu_s']:8.1f}")
-    for i, p in enumerate(together):
-        print(f"  {f'cold, {i + 1} of {len(together)} together':<22} {p['wall_s']:8.1f} {p['cpu_s']:8.1f}")
-    print(f"cold - warm: {result['cold_minus_warm_wall_s']:.1f} s wall, "
-          f"{result['cold_minus_warm_cpu_s']:.1f} s CPU (target: at most 15 s)")
-    if args.executor == "tiered":
-        print(f"compile workers (off the critical path, going on after the run): {cold_workers:.1f} s CPU "
-              f"for the cold run, {together_workers:.1f} s for the {len(together)} together")
-    for i, p in enumerate(warm_together):
-        label = f"warm, {i + 1} of {len(warm_together)} together"
-        print(f"  {label:<22} {p['wall_s']:8.1f} {p['cpu_s']:8.1f}")
-    ratios = ", ".join(f"{r:.2f}x" for r in result["concurrent_over_cold_wall"])
-    print(f"{len(together)} together, each over one cold process (wall): {ratios} (target: at most 1.5x)")
-    floor = ", ".join(f"{r:.2f}x" for r in result["concurrent_warm_over_warm_wall"])
-    print(f"{len(warm_together)} warm together, each over one warm process (wall): {floor} "
-          f"(the machine's own sharing of its {os.cpu_count()} cores, which no cache removes)")
-    over_warm = ", ".join(f"{r:.2f}x" for r in result["concurrent_cold_over_concurrent_warm_wall"])
-    print(f"{len(together)} cold together, each over the {len(warm_together)} warm together (wall): "
-          f"{over_warm} (what the cold cache adds to running together); load average at the end "
-          f"{result['load_1min']:.1f}")
+    n = args.concurrent
+    print(f"over {args.repeats} repeats (each ratio between runs of one repeat):")
+    print(f"  cold - warm: {_range([r['cold_minus_warm_wall_s'] for r in results], ' s')} wall, "
+          f"{_range([r['cold_minus_warm_cpu_s'] for r in results], ' s')} CPU (target: at most 15 s)")
+    print(f"  {n} cold together, each over one cold process: "
+          f"{_range([x for r in results for x in r['concurrent_over_cold_wall']])} (target: at most 1.5x)")
+    print(f"  {n} warm together, each over one warm process: "
+          f"{_range([x for r in results for x in r['concurrent_warm_over_warm_wall']])} (the floor: the "
+          f"machine's own sharing of its {os.cpu_count()} cores, which no cache removes)")
+    print(f"  {n} cold together, each over the {n} warm together: "
+          f"{_range([x for r in results for x in r['concurrent_cold_over_concurrent_warm_wall']])} (what the "
+          f"cold cache adds to running together)")
+    loads = ", ".join(f"{r['load_1min']:.1f}" for r in results)
+    print(f"  load average after each repeat: {loads}")
     return 0
+
+
+def _print_repeat(index: int, r: dict, args) -> None:
+    if index == 0:
+        print(f"train_gpt.py --steps {args.steps}, NEURON_SIM=1, NEURON_SIM_EXECUTOR={args.executor}, "
+              f"fresh Numba cache directories")
+    n = args.concurrent
+    print(f"repeat {index + 1} of {args.repeats}          wall s    CPU s")
+    for i, p in enumerate(r["concurrent_cold"]):
+        print(f"  {f'cold, {i + 1} of {n} together':<22} {p['wall_s']:8.1f} {p['cpu_s']:8.1f}")
+    print(f"  {'cold (one process)':<22} {r['cold']['wall_s']:8.1f} {r['cold']['cpu_s']:8.1f}")
+    print(f"  {'warm':<22} {r['warm']['wall_s']:8.1f} {r['warm']['cpu_s']:8.1f}")
+    for i, p in enumerate(r["concurrent_warm"]):
+        print(f"  {f'warm, {i + 1} of {n} together':<22} {p['wall_s']:8.1f} {p['cpu_s']:8.1f}")
+    if r["cold_worker_cpu_s"] is not None and args.executor == "tiered":
+        print(f"  compile workers of the one cold process (off its critical path, going on after it): "
+              f"{r['cold_worker_cpu_s']:.1f} s CPU")
+    ratios = ", ".join(f"{x:.2f}x" for x in r["concurrent_over_cold_wall"])
+    floor = ", ".join(f"{x:.2f}x" for x in r["concurrent_warm_over_warm_wall"])
+    over_warm = ", ".join(f"{x:.2f}x" for x in r["concurrent_cold_over_concurrent_warm_wall"])
+    print(f"  cold - warm {r['cold_minus_warm_wall_s']:.1f} s wall, {r['cold_minus_warm_cpu_s']:.1f} s CPU; "
+          f"{n} cold over one cold {ratios}; {n} warm over one warm {floor}; {n} cold over {n} warm "
+          f"{over_warm}; load {r['load_1min']:.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -271,10 +271,10 @@ def _reference_step(op: Opcode, ins, mem: RefMemory, bases: np.ndarray) -> None:
     and a jump it takes live in ``bases`` (``engines/control.py``) before and after."""
     count = bases.size - JUMP_FROM_END - len(mem.buffers)  # bases: tensors, registers, jump, status
     mem.registers = [int(bases[bases.size - REG0_FROM_END - r]) for r in range(count)]
-    began = time.perf_counter()
+    began = time.thread_time()
     with np.errstate(all="ignore"):
         OPDEFS[op].reference(ins, mem)
-    tiers.ran_interpreted(op.name.lower(), time.perf_counter() - began)
+    tiers.ran_interpreted(op.name.lower(), time.thread_time() - began)
     for r, value in enumerate(mem.registers):
         bases[bases.size - REG0_FROM_END - r] = value
     if mem.jump is not None:

@@ -13,9 +13,10 @@ scheduler, one kernel per opcode (``warmup.UNITS``) — is, at its first use in 
 
 Results and cycle counts are the same whichever tier ran. The worker compiles one unit at a time:
 the loop and the scheduler first, then the unit whose interpreted form has taken the most time so
-far. When the process exits, the worker is handed what is left and finishes it on its own, at a
-lower priority, so that the next run finds everything this one used in the cache. A process that
-cannot start the worker compiles in place, as the ``numba`` executor always does.
+far. It starts once the process has spent ``START_AFTER_CPU_S`` of CPU time in interpreted forms
+(why: below), or at exit. When the process exits, the worker is handed what is left and finishes it
+on its own, at a lower priority, so that the next run finds everything this one used in the cache.
+A process that cannot start the worker compiles in place, as the ``numba`` executor always does.
 """
 
 from __future__ import annotations
@@ -48,6 +49,21 @@ if there:
     runpy.run_module("neuronsim.sim.compile_worker", run_name="__main__", alter_sys=True)
 """
 _FIRST = ("loop", "branch_loop", "scheduler")  # what makes everything else fast: before any kernel
+
+# The worker starts once the process has spent this much CPU time in interpreted forms, not at the
+# first unit it lacks. A short run ends before the worker has compiled anything it uses (train_gpt's
+# first step: ~1 s interpreted, against ~100 s of the worker's CPU for the 17 units it uses; the
+# scheduler alone ~6 s, a kernel 1-9 s), so a worker started early only took CPU from the run, and
+# a lot of it: it runs in a session of its own (it must outlive the caller's terminal), and Linux's
+# autogroup scheduler shares a busy machine between sessions, whatever the nice values, so the
+# worker got as much CPU as three train_gpt processes together (each took 2.4x one cold process).
+# In the caller's session it starved behind busy callers instead, and a long run waited for its
+# machine code (a slice of the test suite took 1.7x as long); its own session's weight lowered
+# (autogroup nice 19: 15 against 1024) would starve it the same way. So, rent before buying: past
+# this threshold the run has paid about what compiling the scheduler or a kernel costs and is likely
+# to go on, and the worker starts with a full share; under it, the worker starts at exit and fills
+# the cache for the next run.
+START_AFTER_CPU_S = 5.0
 
 
 def load_cached(dispatcher, sig: tuple) -> bool:
@@ -102,6 +118,7 @@ class _Units:
         self.worker_failed = False
         self.sent: str | None = None  # the unit the worker is compiling
         self.failed: set[str] = set()  # units the worker could not compile
+        self.interpreted_s = 0.0  # CPU seconds in interpreted forms, until the worker starts
 
     # -- the worker
     def start_worker(self) -> bool:
@@ -154,11 +171,26 @@ class _Units:
                     self.sent = None
                 self.send_next()
         with self.lock:  # the worker is gone: what is still pending compiles in place
-            self.worker_failed = True
-            for unit, state in self.state.items():
-                if state == _PENDING:
-                    self.failed.add(unit)
-                    self.state[unit] = _READY
+            self.give_up()
+
+    def give_up(self) -> None:
+        """No worker (it died, or could not start): pending units compile in place at their next use
+        (``lock`` held)."""
+        self.worker_failed = True
+        for unit, state in self.state.items():
+            if state == _PENDING:
+                self.failed.add(unit)
+                self.state[unit] = _READY
+
+    def start_when_due(self, seconds: float) -> None:
+        """Count ``seconds`` of interpreted CPU time; start the worker once they pass the threshold."""
+        with self.lock:
+            self.interpreted_s += seconds
+            if self.worker is None and not self.worker_failed and self.interpreted_s >= START_AFTER_CPU_S:
+                if self.start_worker():
+                    self.send_next()
+                else:
+                    self.give_up()
 
     def send_next(self) -> None:
         """Hand the worker the most wanted pending unit if it is idle (``lock`` held)."""
@@ -181,8 +213,11 @@ class _Units:
             return False
 
     def hand_over(self) -> None:
-        """At exit: the worker gets every unit still pending and finishes them on its own."""
+        """At exit: the worker (started now if it was not yet) gets every unit still pending and
+        finishes them on its own."""
         with self.lock:
+            if self.worker is None and any(s == _PENDING for s in self.state.values()):
+                self.start_worker()
             if self.worker is None or self.worker_failed:
                 return
             rest = sorted((u for u, s in self.state.items() if s == _PENDING and u != self.sent),
@@ -233,10 +268,10 @@ def available(unit: str, load: Callable[[], bool], compile_here: Callable[[], ob
         u.state[unit] = _LOADED
         return True
     with u.lock:
-        fallback = state == _READY or unit in u.failed or not u.start_worker()
+        fallback = state == _READY or unit in u.failed or u.worker_failed
         if not fallback:
             u.state[unit] = _PENDING
-            u.send_next()
+            u.send_next()  # if the worker has started (``start_when_due``)
             return False
     compile_here()  # the worker's compile is not loadable here (or there is no worker)
     u.state[unit] = _LOADED
@@ -244,8 +279,11 @@ def available(unit: str, load: Callable[[], bool], compile_here: Callable[[], ob
 
 
 def ran_interpreted(unit: str, seconds: float) -> None:
-    """Count time spent in ``unit``'s interpreted form: the worker compiles the costliest first."""
+    """Count CPU time (this thread's) spent in ``unit``'s interpreted form: the worker starts once
+    there is enough of it, and compiles the costliest unit first."""
     _units.seconds[unit] = _units.seconds.get(unit, 0.0) + seconds
+    if _units.worker is None:
+        _units.start_when_due(seconds)
 
 
 def pending_units() -> frozenset[str]:

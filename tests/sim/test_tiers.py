@@ -1,8 +1,8 @@
 """The tiered executor (sim/tiers.py): a Program gives the same bytes and cycle counts whether its
 instructions ran as machine code or, while their kernels compile, on the reference executor (and
 its schedule from the scheduler's Python source); a kernel that raises is an error naming the
-instruction; a cold process runs at once while a worker fills the cache, and the next process
-loads what the worker compiled."""
+instruction; a cold process runs at once, its worker (started once it has run interpreted long
+enough, or at exit) fills the cache, and the next process loads what the worker compiled."""
 
 from __future__ import annotations
 
@@ -29,12 +29,15 @@ _ROOT = Path(neuronsim.__file__).resolve().parent.parent
 
 class _Cold:
     """This process as if none of ``units`` were compiled yet and the worker were compiling them:
-    their uses take the interpreted tier (no worker is started: they are pending already)."""
+    their uses take the interpreted tier (no worker is started: they are pending already, and
+    however long they run interpreted, it is not due)."""
 
     def __init__(self, units):
         self.units = set(units) | {"loop", "branch_loop", "scheduler"}
 
     def __enter__(self):
+        self.start_after = tiers.START_AFTER_CPU_S
+        tiers.START_AFTER_CPU_S = float("inf")
         self.entries = execute_numba.ENTRIES.copy()
         self.state = dict(tiers._units.state)
         self.seconds = dict(tiers._units.seconds)
@@ -59,6 +62,7 @@ class _Cold:
         sim.schedule.schedule_arrays.overloads.update(self.scheduler)
         tiers._units.state.clear()
         tiers._units.state.update(self.state)
+        tiers.START_AFTER_CPU_S = self.start_after
 
 
 def _fresh(program: Program) -> Program:
@@ -143,6 +147,72 @@ def test_a_kernel_that_raises_is_an_error_naming_the_instruction(capfd):
     finally:
         execute_numba.ENTRIES[Opcode.MEMSET] = saved
     assert "a kernel bug" not in capfd.readouterr().err  # raised, not printed by Numba's wrapper
+
+
+class _Worker:
+    """What a started worker is to its caller: the unit names written to its stdin."""
+
+    def __init__(self):
+        self.sent, self.closed, self.returncode = [], False, None
+        self.stdin = self
+
+    def write(self, text: str) -> None:
+        self.sent += text.split()
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def units(monkeypatch):
+    """A fresh process's tier state whose worker start is recorded (``units.starts``), not done."""
+    units = tiers._Units()
+    units.starts, units.startable = [], True
+
+    def start_worker() -> bool:
+        units.starts.append(sum(units.seconds.values()))
+        if units.startable:
+            units.worker = _Worker()
+        return units.startable
+
+    monkeypatch.setattr(units, "start_worker", start_worker)
+    monkeypatch.setattr(tiers, "_units", units)
+    return units
+
+
+def _cold(unit: str) -> bool:
+    return tiers.available(unit, lambda: False, lambda: pytest.fail("compiled in place"))
+
+
+def test_the_worker_starts_once_the_process_has_spent_enough_time_interpreted(units):
+    assert not _cold("memset") and not _cold("scheduler") and units.starts == []
+    tiers.ran_interpreted("memset", tiers.START_AFTER_CPU_S * 0.6)
+    assert units.starts == []  # a short run: the worker would only take CPU from it
+    tiers.ran_interpreted("scheduler", tiers.START_AFTER_CPU_S * 0.1)
+    tiers.ran_interpreted("memset", tiers.START_AFTER_CPU_S * 0.3)
+    assert units.starts == [tiers.START_AFTER_CPU_S] and units.worker.sent == ["scheduler"]  # the loop first
+    assert not _cold("activation")  # sent after the scheduler is ready
+    units.hand_over()
+    assert units.worker.sent == ["scheduler", "memset", "activation"] and units.worker.closed
+
+
+def test_a_short_run_starts_its_worker_at_exit_with_everything_it_lacked(units):
+    assert not _cold("memset") and not _cold("activation")
+    tiers.ran_interpreted("activation", tiers.START_AFTER_CPU_S / 2)
+    units.hand_over()
+    assert len(units.starts) == 1 and units.worker.sent == ["activation", "memset"] and units.worker.closed
+
+
+def test_a_process_that_cannot_start_its_worker_compiles_in_place(units):
+    units.startable = False
+    assert not _cold("memset")
+    tiers.ran_interpreted("memset", tiers.START_AFTER_CPU_S)
+    compiled = []
+    assert tiers.available("memset", lambda: False, lambda: compiled.append("memset"))
+    assert compiled == ["memset"] and units.state["memset"] == "loaded"
 
 
 # A process on a fresh cache runs a Program at once (reference tier, interpreted scheduler) and

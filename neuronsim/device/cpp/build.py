@@ -1,5 +1,5 @@
-"""Build the device's C++ library (``neuron_device.cpp``, ``neuron_memory.cpp``) with the system C++
-compiler once per torch version and source, cached.
+"""Build the device's C++ library (``neuron_device.cpp``, ``neuron_memory.cpp``, ``neuron_keys.cpp``,
+``neuron_ops.cpp``) with the system C++ compiler once per torch version and source, cached.
 
 The library is compiled against the installed torch's own headers (its wheel ships them) and
 links its libc10/libtorch_cpu/libtorch_python, so it always matches the torch in use. The cache key
@@ -19,12 +19,15 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from neuronsim import env
 from neuronsim.errors import NativeBuildError
 
-SOURCES = (Path(__file__).with_name("neuron_device.cpp"), Path(__file__).with_name("neuron_memory.cpp"))
+SOURCES = tuple(Path(__file__).with_name(name)
+                for name in ("neuron_device.cpp", "neuron_memory.cpp", "neuron_keys.cpp", "neuron_ops.cpp"))
+HEADERS = (Path(__file__).with_name("neuron_memory.h"), Path(__file__).with_name("neuron_keys.h"))
 COMPILE_TIMEOUT_S = 600  # a cold compile takes a few seconds; a loaded CI machine, much longer
 _COMPILERS = ("g++", "c++", "clang++")
 
@@ -77,7 +80,7 @@ def library_path(compiler: str) -> Path:
 
     include, lib, abi = _torch_paths()
     h = hashlib.sha256()
-    for source in SOURCES:
+    for source in (*SOURCES, *HEADERS):
         h.update(source.read_bytes())
     for part in (torch.__version__, str(abi), compiler, str(include)):
         h.update(b"\0" + part.encode())
@@ -99,29 +102,54 @@ def build() -> Path:
 
 
 def _compile(compiler: str, target: Path) -> None:
+    """Each source into an object file, all at once (on a loaded machine g++ takes a minute per source:
+    side by side the wall is the slowest one's, where one command compiles them in turn), then one link."""
     include, lib, abi = _torch_paths()
+    flags = ["-O2", "-std=c++20", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}"]
     fd, partial = tempfile.mkstemp(prefix=target.stem + ".", suffix=".partial", dir=target.parent)
     os.close(fd)
-    command = [
-        compiler, "-O2", "-std=c++20", "-shared", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",
-        "-I", str(include), *map(str, SOURCES), "-o", partial,
-        "-L", str(lib), "-lc10", "-ltorch_cpu", "-ltorch_python", f"-Wl,-rpath,{lib}",
-    ]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    with tempfile.TemporaryDirectory(prefix=target.stem + ".", dir=target.parent) as objects:
+        compiles = [[compiler, *flags, "-c", "-I", str(include), str(source), "-o",
+                     os.path.join(objects, source.stem + ".o")] for source in SOURCES]
+        link = [compiler, "-shared", "-fPIC", *(c[-1] for c in compiles), "-o", partial,
+                "-L", str(lib), "-lc10", "-ltorch_cpu", "-ltorch_python", f"-Wl,-rpath,{lib}"]
+        try:
+            failed = _run_together(compiles) or _run_together([link])
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            os.unlink(partial)
+            raise NativeBuildError(f"compiling {_names()} with {compiler} failed: {exc}. {_why()}") from exc
+    if failed is not None:
         os.unlink(partial)
-        raise NativeBuildError(f"compiling {_names()} with {compiler} failed: {exc}. {_why()}") from exc
-    if done.returncode != 0:
-        os.unlink(partial)
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-20:])
+        command, returncode, output = failed
+        tail = "\n".join(output.strip().splitlines()[-20:])
         raise NativeBuildError(
-            f"compiling {_names()} with {compiler} failed (exit status {done.returncode}). "
+            f"compiling {_names()} with {compiler} failed (exit status {returncode}). "
             f"{_why()}\n$ {' '.join(command)}\n{tail}"
         )
     os.chmod(partial, 0o755)  # (mkstemp made it private; the cache may be shared)
     os.replace(partial, target)
 
 
+def _run_together(commands: list[list[str]]) -> tuple[list[str], int, str] | None:
+    """Run ``commands`` side by side; the first that failed (command, exit status, output), else None."""
+    deadline = time.monotonic() + COMPILE_TIMEOUT_S
+    procs: list[subprocess.Popen] = []
+    try:
+        for command in commands:
+            procs.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True))
+        outputs = [p.communicate(timeout=max(deadline - time.monotonic(), 0.0))[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for command, p, output in zip(commands, procs, outputs, strict=True):
+        if p.returncode != 0:
+            return command, p.returncode, output
+    return None
+
+
 def _names() -> str:
-    return " and ".join(source.name for source in SOURCES)
+    *first, last = (source.name for source in SOURCES)
+    return f"{', '.join(first)} and {last}"

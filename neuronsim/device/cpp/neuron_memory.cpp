@@ -24,6 +24,8 @@
 #include <mutex>
 #include <vector>
 
+#include "neuron_memory.h"
+
 struct _object;
 using PyObject = _object;
 
@@ -41,49 +43,7 @@ PyObject* PyErr_Occurred();
 
 namespace {
 
-constexpr int64_t kLargePoolMinBytes = int64_t{1} << 20;  // hbm.py: LARGE_POOL_MIN_BYTES
-constexpr int kPools = 3;                                   // all, large, small
-constexpr int kMetrics = 4;                                 // current, peak, allocated, freed
-enum { kCur, kPeak, kAlloc, kFreed };
-
-struct Ledger {
-  std::mutex mu;
-  int64_t bytes[kPools][kMetrics] = {};
-  int64_t count[kPools][kMetrics] = {};
-
-  static void up(int64_t* row, int64_t n) {
-    row[kCur] += n;
-    row[kAlloc] += n;
-    if (row[kCur] > row[kPeak]) {
-      row[kPeak] = row[kCur];
-    }
-  }
-  static void down(int64_t* row, int64_t n) {
-    row[kCur] -= n;
-    row[kFreed] += n;
-  }
-  // Charges `nbytes` unless that would pass `capacity` (then nothing changes): true if charged.
-  bool charge(int64_t nbytes, int64_t capacity) {
-    std::lock_guard<std::mutex> hold(mu);
-    if (bytes[0][kCur] + nbytes > capacity) {
-      return false;
-    }
-    int pool = nbytes >= kLargePoolMinBytes ? 1 : 2;
-    up(bytes[0], nbytes);
-    up(bytes[pool], nbytes);
-    up(count[0], 1);
-    up(count[pool], 1);
-    return true;
-  }
-  void release(int64_t nbytes) {
-    std::lock_guard<std::mutex> hold(mu);
-    int pool = nbytes >= kLargePoolMinBytes ? 1 : 2;
-    down(bytes[0], nbytes);
-    down(bytes[pool], nbytes);
-    down(count[0], 1);
-    down(count[pool], 1);
-  }
-};
+using namespace neuronsim;
 
 // What a fresh storage's DataPtr owns: the host allocation, and the bytes to give back.
 struct Block {
@@ -200,18 +160,29 @@ PyObject* neuronsim_empty(void* ledger, int64_t capacity, int device, int scalar
   if (t_sizes.size() != t_strides.size()) {
     return none();
   }
-  auto* l = static_cast<Ledger*>(ledger);
-  if (nbytes > 0 && !l->charge(nbytes, capacity)) {
+  at::Tensor t = fresh_tensor(static_cast<Ledger*>(ledger), capacity, device,
+                              static_cast<c10::ScalarType>(scalar_type), t_sizes, t_strides, nbytes);
+  if (!t.defined()) {
     return none();
+  }
+  return THPVariable_Wrap(t);
+}
+
+}  // extern "C"
+
+at::Tensor neuronsim::fresh_tensor(Ledger* ledger, int64_t capacity, int device, c10::ScalarType dtype,
+                                   c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t nbytes) {
+  if (nbytes > 0 && !ledger->charge(nbytes, capacity)) {
+    return at::Tensor();
   }
   Block* block;
   try {
-    block = new Block{c10::GetCPUAllocator()->allocate(nbytes), l, nbytes};
+    block = new Block{c10::GetCPUAllocator()->allocate(nbytes), ledger, nbytes};
   } catch (...) {
     if (nbytes > 0) {
-      l->release(nbytes);
+      ledger->release(nbytes);
     }
-    return none();
+    return at::Tensor();
   }
   // From here the storage owns the block: its deleter gives the bytes back.
   c10::DataPtr ptr(block->host.get(), block, nbytes > 0 ? &free_block : &free_uncharged,
@@ -219,10 +190,7 @@ PyObject* neuronsim_empty(void* ledger, int64_t capacity, int device, int scalar
   c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
                                                               std::move(ptr), nullptr, false));
   auto impl = c10::make_intrusive<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-      c10::scalarTypeToTypeMeta(static_cast<c10::ScalarType>(scalar_type)));
-  impl->set_sizes_and_strides(t_sizes, t_strides);
-  return THPVariable_Wrap(at::TensorBase(std::move(impl)));
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(dtype));
+  impl->set_sizes_and_strides(sizes, strides);
+  return at::Tensor(std::move(impl));
 }
-
-}  // extern "C"
