@@ -411,22 +411,26 @@ def _dependencies(acc, acc_ptr, i, tr, head, rec_next, rec_end, rec_track):
 
 @njit(cache=True)
 def _record(acc, acc_ptr, i, tr, t_done, head, rec_next, rec_end, rec_track):
-    """Record instruction i's accesses as done at ``t_done``; a write drops the records it covers."""
+    """Record instruction i's accesses as done at ``t_done``. A write drops the records it covers; a
+    read drops the reads it covers from its own stream that are done no later, since any later access
+    ordered after or waiting on such a read waits at least as long on this one. Without that, a tile
+    read over and over and never written keeps every read and the schedule turns quadratic."""
     for k in range(acc_ptr[i], acc_ptr[i + 1]):
         space = acc[k, 0]
-        if acc[k, 5] == 1:
-            prev = -1
-            r = head[space]
-            while r != -1:
-                nxt = rec_next[r]
-                if _covers(acc, k, r):
-                    if prev == -1:
-                        head[space] = nxt
-                    else:
-                        rec_next[prev] = nxt
+        writes = acc[k, 5] == 1
+        prev = -1
+        r = head[space]
+        while r != -1:
+            nxt = rec_next[r]
+            if _covers(acc, k, r) and (writes or (acc[r, 5] == 0 and rec_track[r] == tr
+                                                  and rec_end[r] <= t_done)):
+                if prev == -1:
+                    head[space] = nxt
                 else:
-                    prev = r
-                r = nxt
+                    rec_next[prev] = nxt
+            else:
+                prev = r
+            r = nxt
         rec_end[k] = t_done
         rec_track[k] = tr
         rec_next[k] = head[space]
