@@ -193,6 +193,25 @@ def test_hbm_capacity_is_the_options_in_effect():
         del filler
 
 
+def test_a_long_run_of_hits_nothing_reads_is_charged_in_full():
+    a, b = _inputs(8)
+    _compiled(torch.add, a, b)
+    torch.neuron.synchronize()
+    clock.clock(0).reset()
+    tracking.clear_op_tracking()
+    n = 250
+    fast.set_queue_limit(100)  # (past it, calls go through Python, whose charge drains the queue)
+    try:
+        for _ in range(n):
+            torch.add(a, b)
+    finally:
+        fast.set_queue_limit()
+    assert tracking.get_op_counts()["executed"] == {"aten::add.Tensor": n}
+    kernels = [e for e in clock.clock(0).events() if e.kind == "kernel"]
+    assert len(kernels) == min(n, clock.clock(0)._records.maxlen)
+    assert [e.start_ns for e in kernels] == sorted(e.start_ns for e in kernels)
+
+
 @njit(cache=False)
 def _raising_kernel(row, frow, bases):
     if row[0] >= 0:

@@ -114,7 +114,11 @@ int64_t g_entries_len = 0;
 // (a ctypes view) before it charges or reads a clock or the op counts.
 std::mutex g_queue_mu;
 std::vector<int64_t> g_queue;
+size_t g_queue_head = 0;  // the first value not drained yet
 int64_t g_pending = 0;
+// A run of hits that nothing reads (no clock read, no Python op) would grow the queue without end:
+// past this many, calls go through Python, whose clock charge drains it.
+std::atomic<int64_t> g_queue_limit{1 << 16};
 // Calls handed to Python that may publish (the Python side asks only when this is nonzero).
 std::atomic<int64_t> g_publishable{0};
 // Runs that stopped and went back to Python (which raises their error).
@@ -216,7 +220,7 @@ struct OpKernel final : public c10::OperatorKernel {
 
   bool run_cached(const c10::OperatorHandle& op, c10::IValue* args, size_t n, torch::jit::Stack* stack) {
     Record* r = find();
-    if (r == nullptr) {
+    if (r == nullptr || g_pending >= g_queue_limit.load(std::memory_order_relaxed)) {
       return false;
     }
     if (r->host >= 0) {
@@ -414,7 +418,7 @@ void charged(const Record* r, int device) {
     g_queue.push_back(r->py_index);
     g_queue.push_back(device);
     g_queue.push_back(wall_ns());
-    g_pending = static_cast<int64_t>(g_queue.size() / 3);
+    g_pending = static_cast<int64_t>((g_queue.size() - g_queue_head) / 3);
   }
   g_hits.fetch_add(1, std::memory_order_relaxed);
 }
@@ -504,6 +508,9 @@ int64_t* neuronsim_fast_publishable_address() {
 int64_t* neuronsim_fast_stops_address() {
   return &g_stops;
 }
+void neuronsim_fast_set_queue_limit(int64_t limit) {
+  g_queue_limit.store(limit);
+}
 int64_t neuronsim_fast_hits() {
   return g_hits.load();
 }
@@ -511,10 +518,14 @@ int64_t neuronsim_fast_hits() {
 // Moves up to `max` queued charges (record, device, wall ns) into `out`; how many.
 int64_t neuronsim_fast_drain(int64_t* out, int64_t max) {
   std::lock_guard<std::mutex> hold(g_queue_mu);
-  int64_t n = std::min<int64_t>(max, static_cast<int64_t>(g_queue.size() / 3));
-  std::memcpy(out, g_queue.data(), n * 3 * sizeof(int64_t));
-  g_queue.erase(g_queue.begin(), g_queue.begin() + n * 3);
-  g_pending = static_cast<int64_t>(g_queue.size() / 3);
+  int64_t n = std::min<int64_t>(max, static_cast<int64_t>((g_queue.size() - g_queue_head) / 3));
+  std::memcpy(out, g_queue.data() + g_queue_head, n * 3 * sizeof(int64_t));
+  g_queue_head += n * 3;
+  if (g_queue_head == g_queue.size()) {
+    g_queue.clear();
+    g_queue_head = 0;
+  }
+  g_pending = static_cast<int64_t>((g_queue.size() - g_queue_head) / 3);
   return n;
 }
 
