@@ -6,6 +6,8 @@ numerics the C++ kernel calls ATen-CPU on host views as the Python path does."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 from numba import njit
@@ -27,6 +29,14 @@ OPS = {
     "max(dim) (two outputs)": lambda a, b: torch.max(a, dim=0),
     "_foreach_add_": lambda a, b: torch._foreach_add_([a, b], [b, a]),
 }
+
+
+@pytest.fixture(autouse=True)
+def _collected():
+    """Tensors a test's exceptions keep in reference cycles are freed here, not during a later test
+    that reads the HBM ledger."""
+    yield
+    gc.collect()
 
 
 def _compiled(fn, *args):
