@@ -141,8 +141,34 @@ def reload_environment() -> SimOptions:
     """Read the environment again: for tools that set ``NEURON_SIM_*`` variables in-process (the
     pytest plugin) after something may already have read them."""
     global _environment_default
+    _notify(before=True)
     _environment_default = from_environment()
+    _notify(before=False)
     return _environment_default
+
+
+# Called around every change of what ``current()`` may return (a scope opening or closing, the
+# environment read again), with before=True just ahead of it and before=False just after: the
+# device's C++ op cache, which serves only the environment's options, stands down and back.
+listeners: list = []
+
+
+def _notify(before: bool) -> None:
+    for listener in listeners:
+        listener(before)
+
+
+def environment_default() -> SimOptions:
+    """The options outside every scope (the environment's)."""
+    global _environment_default
+    if _environment_default is None:
+        _environment_default = from_environment()
+    return _environment_default
+
+
+def scoped() -> bool:
+    """Whether an ``options()`` scope is open in any thread."""
+    return bool(_open_scopes)
 
 
 @contextlib.contextmanager
@@ -150,10 +176,14 @@ def options(**changes) -> Iterator[SimOptions]:
     """Scope option changes: ``with options(numerics="fast"): ...`` (backward passes started
     inside the scope see them too)."""
     new = current().replace(**changes)
+    _notify(before=True)
     token = _current.set(new)
     _open_scopes.append(new)
+    _notify(before=False)
     try:
         yield new
     finally:
+        _notify(before=True)
         _open_scopes.remove(new)
         _current.reset(token)
+        _notify(before=False)

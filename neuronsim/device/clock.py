@@ -22,6 +22,17 @@ from neuronsim.options import current as current_options
 
 DEFAULT_CAPACITY = 1 << 16
 
+# Charges the C++ cached op (cpp/neuron_ops.cpp) queued: set by native/fast.py when it is in use, a
+# ctypes view of the queue's length and the drain that charges them here in order. Every charge and
+# every read drains first, so the clocks read as if each op had charged itself.
+queued = None
+drain = None
+
+
+def _drained() -> None:
+    if queued is not None and queued.value:
+        drain()
+
 
 class ClockEvent(NamedTuple):
     """One entry on the device timeline."""
@@ -57,7 +68,7 @@ def _costs_for_chip() -> _Costs:
 class DeviceClock:
     def __init__(self, index: int, capacity: int = DEFAULT_CAPACITY):
         self.index = index
-        self.now_ns = 0.0
+        self._now_ns = 0.0
         self._lock = threading.Lock()
         self._records: collections.deque = collections.deque(maxlen=capacity)
         self._chip_name: str | None = None
@@ -65,6 +76,16 @@ class DeviceClock:
         self._options = None  # the options object the costs were last read under
         self.host_bytes_to_host = 0
         self.host_bytes_to_device = 0
+
+    @property
+    def now_ns(self) -> float:
+        _drained()
+        return self._now_ns
+
+    @now_ns.setter
+    def now_ns(self, value: float) -> None:
+        _drained()
+        self._now_ns = value
 
     # ---- charging -------------------------------------------------------------------------------
     def _current_costs(self) -> _Costs:
@@ -78,12 +99,13 @@ class DeviceClock:
         return self._costs
 
     def charge_fallback(self, name: str, signature: tuple, bytes_in: int, bytes_out: int) -> None:
+        _drained()
         c = self._current_costs()
         to_host = c.half_round_trip_ns + bytes_in * c.ns_per_host_byte
         to_device = c.half_round_trip_ns + bytes_out * c.ns_per_host_byte
         with self._lock:
-            start = self.now_ns
-            self.now_ns = start + c.launch_ns + to_host + to_device
+            start = self._now_ns
+            self._now_ns = start + c.launch_ns + to_host + to_device
             self.host_bytes_to_host += bytes_in
             self.host_bytes_to_device += bytes_out
             self._records.append(
@@ -93,11 +115,12 @@ class DeviceClock:
 
     def charge_transfer(self, name: str, signature: tuple, nbytes: int, to_device: bool) -> None:
         """A copy between host and device memory (``.to('neuron')``, ``.cpu()``, ``.item()``)."""
+        _drained()
         c = self._current_costs()
         duration = c.half_round_trip_ns + nbytes * c.ns_per_host_byte
         with self._lock:
-            start = self.now_ns
-            self.now_ns = start + duration
+            start = self._now_ns
+            self._now_ns = start + duration
             if to_device:
                 self.host_bytes_to_device += nbytes
             else:
@@ -120,11 +143,12 @@ class DeviceClock:
         ``kernel`` (the sim ``Prepared``), ``flops`` and ``engine_busy_ns`` are kept for the
         profiler; nothing is derived from them here.
         """
+        _drained()
         c = self._current_costs()
         wall = time.time_ns()
         with self._lock:
-            start = self.now_ns
-            self.now_ns = start + c.launch_ns + duration_ns
+            start = self._now_ns
+            self._now_ns = start + c.launch_ns + duration_ns
             self._records.append(
                 (2, name, signature, start, c.launch_ns, duration_ns, nbytes, wall, kernel, flops,
                  engine_busy_ns)
@@ -133,23 +157,30 @@ class DeviceClock:
     def charge_native(self, record: tuple) -> None:
         """``charge_kernel`` for a cached native op: ``record`` is its fixed part, made once per
         signature — (name, signature, duration_ns, nbytes, kernel, flops, engine_busy_ns)."""
+        _drained()
+        self.charge_queued(record, time.time_ns())
+
+    def charge_queued(self, record: tuple, wall: int) -> None:
+        """``charge_native`` of a call made at ``wall`` (time.time_ns()), queued by the C++ cached op
+        (no drain: the drain calls this)."""
         c = self._current_costs()
-        wall = time.time_ns()
         with self._lock:
-            start = self.now_ns
-            self.now_ns = start + c.launch_ns + record[2]
+            start = self._now_ns
+            self._now_ns = start + c.launch_ns + record[2]
             self._records.append((4, record, start, c.launch_ns, wall))
 
     def charge_collective(self, name: str, signature: tuple, start_ns: float, duration_ns: float,
                           nbytes: int = 0) -> None:
         """A collective (torch.distributed) from ``start_ns``, when every rank of its group was ready,
         for ``duration_ns`` (neuronsim/sim/interconnect.py); the clock moves to its end."""
+        _drained()
         with self._lock:
-            self.now_ns = max(self.now_ns, start_ns + duration_ns)
+            self._now_ns = max(self._now_ns, start_ns + duration_ns)
             self._records.append((3, name, signature, start_ns, duration_ns, nbytes, time.time_ns()))
 
     # ---- reading --------------------------------------------------------------------------------
     def events(self) -> list[ClockEvent]:
+        _drained()
         with self._lock:
             records = list(self._records)
         out: list[ClockEvent] = []
@@ -183,9 +214,10 @@ class DeviceClock:
         return out
 
     def reset(self) -> None:
+        _drained()
         with self._lock:
             self._records.clear()
-            self.now_ns = 0.0
+            self._now_ns = 0.0
             self.host_bytes_to_host = self.host_bytes_to_device = 0
 
     def set_capacity(self, capacity: int) -> None:

@@ -31,6 +31,15 @@ class NativeKernel(Protocol):
         return ``NotImplemented`` to let the op fall back to the host."""
 
 
+# Called after the native kernels change (native/fast.py: the C++ cached op forgets its records).
+on_change = None
+
+
+def _changed() -> None:
+    if on_change is not None:
+        on_change()
+
+
 class _Registry(dict):
     """op -> native kernel, with a copy keyed by the op's name: ``OpOverload.__hash__`` is Python
     code, and the chokepoint looks a kernel up on every call (the name, a str, hashes in C)."""
@@ -42,18 +51,24 @@ class _Registry(dict):
     def __setitem__(self, op, kernel):
         super().__setitem__(op, kernel)
         self.by_name[op._name] = kernel
+        _changed()
 
     def __delitem__(self, op):
         super().__delitem__(op)
         del self.by_name[op._name]
+        _changed()
 
     def pop(self, op, *default):
         self.by_name.pop(op._name, None)
-        return super().pop(op, *default)
+        try:
+            return super().pop(op, *default)
+        finally:
+            _changed()
 
     def clear(self):
         super().clear()
         self.by_name.clear()
+        _changed()
 
     def update(self, other=(), **more):
         for op, kernel in dict(other, **more).items():

@@ -23,6 +23,7 @@ from neuronsim.device import autocast, clock, decompositions, memory, state, uns
 from neuronsim.device.dispatch import at_torch_boundary, execute
 from neuronsim.device.dynamo_guard import outside_dynamo
 from neuronsim.device.memory import host_view
+from neuronsim.device.native import fast
 from neuronsim.kernels import composites
 
 aten = torch.ops.aten
@@ -302,6 +303,32 @@ def _direct_ops(skip: set[str]):
             yield getattr(getattr(aten, base), overload or "default")
 
 
+def _op_named(name: str):
+    base, _, overload = name[len("aten::"):].partition(".")
+    return getattr(getattr(aten, base), overload or "default")
+
+
+def _cpp_ops(skip: set[str]):
+    """(name for the C++ library, op name, writes its first argument) of each native op that reaches
+    the device's kernel (not decomposed above it: no CompositeImplicitAutograd kernel) and has no
+    kernel of its own here. ``copy_`` is left out: ``_copy_from`` calls the chokepoint itself."""
+    from neuronsim.device.schema import WrapperKind, plan_for
+    from neuronsim.kernels.manifest import FAMILIES
+
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    for names in FAMILIES.values():
+        for full in names:
+            name = full.removesuffix(".default")
+            if name in skip or name == "aten::copy_" or has_kernel(name, KEY) \
+                    or has_kernel(name, "CompositeImplicitAutograd"):
+                continue
+            op = _op_named(name)
+            first = op._schema.arguments[0] if op._schema.arguments else None
+            writes = (first is not None and first.alias_info is not None and first.alias_info.is_write) \
+                or plan_for(op).kind is WrapperKind.INPLACE
+            yield name[len("aten::"):], op.name(), writes
+
+
 class _OutsideDynamo:
     """A Library whose Python kernels run outside Dynamo (``dispatch.outside_dynamo``)."""
 
@@ -332,7 +359,14 @@ def install() -> int:
     for name, kernel in _NAMED.items():
         lib.impl(name, kernel, KEY)
         registered.add("aten::" + name)
-    direct = 0
+    # The native ops' cached calls run in C++ (native/fast.py): its kernel on PrivateUse1 hands
+    # every other call to the chokepoint's kernel, on PrivateUse2.
+    in_cpp = fast.install(list(_cpp_ops(registered)))
+    for name in sorted(in_cpp):
+        op = _op_named(name)
+        lib.impl(op, fast.python_kernel(op, execute), "PrivateUse2")
+        registered.add(name)
+    direct = len(in_cpp)
     for op in _direct_ops(registered):
         lib.impl(op, functools.partial(execute, op), KEY)
         direct += 1

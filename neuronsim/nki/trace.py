@@ -26,7 +26,11 @@ from neuronsim.sim.dtypes import DType
 from neuronsim.sim.ir import ON_CHIP, Memory
 
 _NKI_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_where: dict = {}  # code object -> display file name, or None for code inside neuronsim/nki
+# id(code) -> (code, its display file name, or None for code inside neuronsim/nki). Keyed by id: a
+# code object's hash is recomputed from its contents (names, constants) at every lookup; the entry
+# keeps the code alive, so its id is not reused.
+_where: dict = {}
+_lines: dict = {}  # (id(code), bytecode offset) -> "file:line": f_lineno walks the code's line table
 
 
 def _display_name(code) -> str | None:
@@ -41,7 +45,7 @@ def _display_name(code) -> str | None:
         except ValueError:
             rel = ".."
         name = rel if not rel.startswith("..") else os.path.basename(filename)
-    _where[code] = name
+    _where[id(code)] = (code, name)
     return name
 
 
@@ -83,11 +87,14 @@ def caller_location(depth: int = 2) -> str | None:
     where = _where
     while f is not None:
         code = f.f_code
-        name = where.get(code, where)
-        if name is where:
-            name = _display_name(code)
+        hit = where.get(id(code))
+        name = hit[1] if hit is not None else _display_name(code)
         if name is not None:
-            return f"{name}:{f.f_lineno}"
+            key = (id(code), f.f_lasti)
+            location = _lines.get(key)
+            if location is None:
+                location = _lines[key] = f"{name}:{f.f_lineno}"
+            return location
         f = f.f_back
     return None
 

@@ -1,5 +1,5 @@
-"""The device's C++ support library (``neuron_device.cpp``, ``neuron_memory.cpp``), built at first
-use and loaded with ctypes.
+"""The device's C++ support library (``neuron_device.cpp``, ``neuron_memory.cpp``, and the cached
+native op: ``neuron_keys.cpp``, ``neuron_ops.cpp``), built at first use and loaded with ctypes.
 
 :func:`install` registers its PrivateUse1 device guard (every logical core a device to autograd,
 streams and events) and its ``Tensor.set_data`` across cpu and neuron, before the Python backend

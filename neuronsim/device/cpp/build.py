@@ -1,5 +1,5 @@
-"""Build the device's C++ library (``neuron_device.cpp``, ``neuron_memory.cpp``) with the system C++
-compiler once per torch version and source, cached.
+"""Build the device's C++ library (``neuron_device.cpp``, ``neuron_memory.cpp``, ``neuron_keys.cpp``,
+``neuron_ops.cpp``) with the system C++ compiler once per torch version and source, cached.
 
 The library is compiled against the installed torch's own headers (its wheel ships them) and
 links its libc10/libtorch_cpu/libtorch_python, so it always matches the torch in use. The cache key
@@ -25,7 +25,9 @@ from pathlib import Path
 from neuronsim import env
 from neuronsim.errors import NativeBuildError
 
-SOURCES = (Path(__file__).with_name("neuron_device.cpp"), Path(__file__).with_name("neuron_memory.cpp"))
+SOURCES = tuple(Path(__file__).with_name(name)
+                for name in ("neuron_device.cpp", "neuron_memory.cpp", "neuron_keys.cpp", "neuron_ops.cpp"))
+HEADERS = (Path(__file__).with_name("neuron_memory.h"), Path(__file__).with_name("neuron_keys.h"))
 COMPILE_TIMEOUT_S = 600  # a cold compile takes a few seconds; a loaded CI machine, much longer
 _COMPILERS = ("g++", "c++", "clang++")
 
@@ -78,7 +80,7 @@ def library_path(compiler: str) -> Path:
 
     include, lib, abi = _torch_paths()
     h = hashlib.sha256()
-    for source in SOURCES:
+    for source in (*SOURCES, *HEADERS):
         h.update(source.read_bytes())
     for part in (torch.__version__, str(abi), compiler, str(include)):
         h.update(b"\0" + part.encode())
@@ -149,4 +151,5 @@ def _run_together(commands: list[list[str]]) -> tuple[list[str], int, str] | Non
 
 
 def _names() -> str:
-    return " and ".join(source.name for source in SOURCES)
+    *first, last = (source.name for source in SOURCES)
+    return f"{', '.join(first)} and {last}"

@@ -33,6 +33,7 @@ from neuronsim import sim
 from neuronsim.device import clock, memory
 from neuronsim.device.host import host_runner, run_on_host
 from neuronsim.device.memory import host_view
+from neuronsim.device.native import fast as in_cpp
 from neuronsim.device.native.operands import bind_arrays, disjoint, overlaps
 from neuronsim.device.schema import OpPlan
 from neuronsim.kernels.registry import Ref
@@ -104,6 +105,8 @@ class Entry:
         self._runner = None
         self._tables = (self.prepared.itab, self.prepared.ftab)
         self._fast_capable = self.result is None and not self.seeded  # fast numerics: ATen computes it
+        self._fast = None  # the C++ cached op's description of this entry (fast.py), once made
+        self._fast_host = None  # and of its fast-numerics host call
 
     def _per_call_check(self):
         """The check of a call's input values (None: the signature decides everything)."""
@@ -160,12 +163,16 @@ class Entry:
                 runner = self._host_runner = host_runner(self.plan, args, kwargs, self._varying)
             if runner is not None:
                 result = runner(args, kwargs, index)
+                if in_cpp.publishable is not None and in_cpp.publishable.value and self._check is None:
+                    in_cpp.publish_host(self, inputs[0], index, opts)
             else:
                 result = run_on_host(self.plan, args, kwargs, charge=False)
         else:
             outputs = inputs[: self.written] if self.written else memory.fresh_outputs(self._fresh, index)
             self._execute(inputs, outputs, args, kwargs, opts)
             result = self._result(args, outputs)
+            if in_cpp.publishable is not None and in_cpp.publishable.value and self._runner is not None:
+                in_cpp.publish(self, inputs, index, opts)  # the C++ kernel that handed it over runs the next
         clock.clock(index).charge_native(self._record)
         return result
 
