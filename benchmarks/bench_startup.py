@@ -20,8 +20,9 @@ executor (the default) a cold process compiles nothing itself: its compile worke
 fills the cache during or after the run. The first repeat's one cold process fills the cache the
 warm runs use: the benchmark waits for its worker and reports its CPU seconds (off the run's
 critical path, not free). The other cold runs' directories are deleted as soon as they end, which
-stops their workers (they would take CPU from the next runs). ``--executor numba`` measures
-compiling in place, as before the tiers.
+stops their workers (they would take CPU from the next runs); the CPU the workers had used by
+then is printed: what they took from the runs, whatever the machine's load. ``--executor numba``
+measures compiling in place, as before the tiers.
 """
 
 from __future__ import annotations
@@ -76,6 +77,21 @@ def wait_for_workers(cache: Path) -> None:
         os.close(fd)
 
 
+def live_worker_cpu_s(cache: Path) -> float:
+    """CPU seconds used so far by the compile workers still running on ``cache`` (read as the runs end:
+    what the workers took from them; a worker's command line names its cache directory)."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").iterdir():
+        try:
+            if str(cache) not in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                continue
+            fields = (proc / "stat").read_text().rpartition(")")[2].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 def discard(cache: Path) -> None:
     """Delete a cold run's directory: its workers stop within half a second (compile_worker.py)."""
     shutil.rmtree(cache, ignore_errors=True)
@@ -93,9 +109,11 @@ def worker_cpu_s(cache: Path) -> float:
 def repeat(tmp: Path, index: int, warm_cache: Path, args) -> dict:
     many = tmp / f"many-{index}"
     together = run(many, args.concurrent, args.steps, args.executor)
+    together_workers = live_worker_cpu_s(many)
     discard(many)
     one = warm_cache if index == 0 else tmp / f"one-{index}"
     cold = run(one, 1, args.steps, args.executor)[0]
+    cold_workers = live_worker_cpu_s(one)
     workers = None
     if index == 0:
         wait_for_workers(one)
@@ -107,6 +125,7 @@ def repeat(tmp: Path, index: int, warm_cache: Path, args) -> dict:
     return {
         "concurrent_cold": together, "cold": cold, "warm": warm, "concurrent_warm": warm_together,
         "cold_worker_cpu_s": workers,
+        "worker_cpu_s_by_the_end": {"concurrent_cold": together_workers, "cold": cold_workers},
         "cold_minus_warm_wall_s": cold["wall_s"] - warm["wall_s"],
         "cold_minus_warm_cpu_s": cold["cpu_s"] - warm["cpu_s"],
         "concurrent_over_cold_wall": [p["wall_s"] / cold["wall_s"] for p in together],
@@ -148,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {n} warm together, each over one warm process: "
           f"{_range([x for r in results for x in r['concurrent_warm_over_warm_wall']])} (the floor: the "
           f"machine's own sharing of its {os.cpu_count()} cores, which no cache removes)")
+    taken = [r["worker_cpu_s_by_the_end"]["concurrent_cold"] for r in results]
+    print(f"  compile workers' CPU while the {n} cold ran: {_range(taken, ' s')}")
     print(f"  {n} cold together, each over the {n} warm together: "
           f"{_range([x for r in results for x in r['concurrent_cold_over_concurrent_warm_wall']])} (what the "
           f"cold cache adds to running together)")
@@ -171,6 +192,8 @@ def _print_repeat(index: int, r: dict, args) -> None:
     if r["cold_worker_cpu_s"] is not None and args.executor == "tiered":
         print(f"  compile workers of the one cold process (off its critical path, going on after it): "
               f"{r['cold_worker_cpu_s']:.1f} s CPU")
+    print(f"  compile workers' CPU by the time the runs ended: {r['worker_cpu_s_by_the_end']['cold']:.1f} s "
+          f"(one cold), {r['worker_cpu_s_by_the_end']['concurrent_cold']:.1f} s ({n} cold together)")
     ratios = ", ".join(f"{x:.2f}x" for x in r["concurrent_over_cold_wall"])
     floor = ", ".join(f"{x:.2f}x" for x in r["concurrent_warm_over_warm_wall"])
     over_warm = ", ".join(f"{x:.2f}x" for x in r["concurrent_cold_over_concurrent_warm_wall"])

@@ -6,6 +6,8 @@ numerics the C++ kernel calls ATen-CPU on host views as the Python path does."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 from numba import njit
@@ -27,6 +29,14 @@ OPS = {
     "max(dim) (two outputs)": lambda a, b: torch.max(a, dim=0),
     "_foreach_add_": lambda a, b: torch._foreach_add_([a, b], [b, a]),
 }
+
+
+@pytest.fixture(autouse=True)
+def _collected():
+    """Tensors a test's exceptions keep in reference cycles are freed here, not during a later test
+    that reads the HBM ledger."""
+    yield
+    gc.collect()
 
 
 def _compiled(fn, *args):
@@ -191,6 +201,25 @@ def test_hbm_capacity_is_the_options_in_effect():
         with pytest.raises(torch.OutOfMemoryError):
             torch.sub(a, b)
         del filler
+
+
+def test_a_long_run_of_hits_nothing_reads_is_charged_in_full():
+    a, b = _inputs(8)
+    _compiled(torch.add, a, b)
+    torch.neuron.synchronize()
+    clock.clock(0).reset()
+    tracking.clear_op_tracking()
+    n = 250
+    fast.set_queue_limit(100)  # (past it, calls go through Python, whose charge drains the queue)
+    try:
+        for _ in range(n):
+            torch.add(a, b)
+    finally:
+        fast.set_queue_limit()
+    assert tracking.get_op_counts()["executed"] == {"aten::add.Tensor": n}
+    kernels = [e for e in clock.clock(0).events() if e.kind == "kernel"]
+    assert len(kernels) == min(n, clock.clock(0)._records.maxlen)
+    assert [e.start_ns for e in kernels] == sorted(e.start_ns for e in kernels)
 
 
 @njit(cache=False)

@@ -10,6 +10,9 @@
 // reports): one set of counters, so the peaks are of the true totals. Updates take a mutex, as a
 // storage can die on any thread (the autograd engine's too), with or without the GIL.
 //
+// Host views of neuron tensors and adopted CPU results (memory.py's host_view and adopt) are made
+// here too, for the C++ cached op under fast numerics (neuron_ops.cpp).
+//
 // Called through ctypes.PyDLL (the GIL held): the few CPython functions used are declared here,
 // not included, so the build needs no Python headers — only torch's own (THPVariable_Wrap).
 
@@ -194,3 +197,136 @@ at::Tensor neuronsim::fresh_tensor(Ledger* ledger, int64_t capacity, int device,
   impl->set_sizes_and_strides(sizes, strides);
   return at::Tensor(std::move(impl));
 }
+
+namespace neuronsim {
+
+int device_of(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 ? t.device().index() : -1;
+  }
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList().vec()) {
+      if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
+        return t.device().index();
+      }
+    }
+  }
+  return -1;
+}
+
+namespace {
+
+void release_storage(void* context) {
+  delete static_cast<c10::Storage*>(context);
+}
+
+// A CPU tensor over a neuron tensor's bytes (memory.host_view): a storage of its own whose deleter
+// holds the neuron storage.
+at::Tensor cpu_view(const at::Tensor& t) {
+  const c10::Storage& storage = t.storage();
+  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage, c10::Device(c10::kCPU));
+  c10::Storage host(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+                                                           std::move(ptr), nullptr, false));
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(host), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                   t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+bool on_device(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+}  // namespace
+
+c10::IValue host_view(const c10::IValue& v) {
+  if (v.isTensor()) {
+    return on_device(v.toTensor()) ? c10::IValue(cpu_view(v.toTensor())) : v;
+  }
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> views = v.toTensorList().vec();
+    for (at::Tensor& t : views) {
+      if (on_device(t)) {
+        t = cpu_view(t);
+      }
+    }
+    return c10::IValue(c10::List<at::Tensor>(views));
+  }
+  return v;
+}
+
+namespace {
+
+// What an adopted result's storage owns: the CPU storage, and the bytes to give back.
+struct Adopted {
+  c10::Storage host;
+  Ledger* ledger;
+  int64_t nbytes;
+};
+
+void free_adopted(void* context) {
+  auto* a = static_cast<Adopted*>(context);
+  if (a->nbytes > 0) {
+    a->ledger->release(a->nbytes);
+  }
+  delete a;
+}
+
+// A fresh CPU result as a neuron tensor over the same bytes, charged to `ledger` (memory.adopt: the
+// storage spans the tensor's elements from its first). False if over capacity or not plain.
+bool adopt_tensor(at::Tensor& t, Ledger* ledger, int64_t capacity, int device) {
+  if (!t.defined() || t.device().type() != c10::DeviceType::CPU) {
+    return true;  // (returned as it is, as _fresh_result does)
+  }
+  if (t.layout() != c10::kStrided || t.is_conj() || t.is_neg() || !t.has_storage()) {
+    return false;
+  }
+  int64_t nbytes = 0;
+  if (t.numel() > 0) {
+    int64_t extent = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      extent += (t.size(d) - 1) * t.stride(d);
+    }
+    nbytes = extent * static_cast<int64_t>(t.element_size());
+  }
+  if (nbytes > 0 && !ledger->charge(nbytes, capacity)) {
+    return false;
+  }
+  auto* owner = new Adopted{t.storage(), ledger, nbytes};
+  c10::DataPtr ptr(t.data_ptr(), owner, &free_adopted,
+                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
+                                                              std::move(ptr), nullptr, false));
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
+                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides());
+  t = at::Tensor(std::move(impl));
+  return true;
+}
+
+}  // namespace
+
+bool adopt_result(c10::IValue& v, Ledger* ledger, int64_t capacity, int device) {
+  if (v.isTensor()) {
+    at::Tensor t = v.toTensor();
+    if (!adopt_tensor(t, ledger, capacity, device)) {
+      return false;
+    }
+    v = std::move(t);
+    return true;
+  }
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> ts = v.toTensorList().vec();
+    for (at::Tensor& t : ts) {
+      if (!adopt_tensor(t, ledger, capacity, device)) {
+        return false;
+      }
+    }
+    v = c10::IValue(c10::List<at::Tensor>(ts));
+    return true;
+  }
+  return true;
+}
+
+}  // namespace neuronsim

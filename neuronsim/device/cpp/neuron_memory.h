@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/ArrayRef.h>
 
@@ -62,5 +63,13 @@ struct Ledger {
 // the host allocation failed (the charge undone).
 at::Tensor fresh_tensor(Ledger* ledger, int64_t capacity, int device, c10::ScalarType dtype,
                         c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t nbytes);
+
+// Host views and adopted results, for the C++ cached op under fast numerics (memory.py's host_view
+// and adopt, in C++): the neuron device index of a tensor or tensor list (-1: none); `v` with each
+// neuron tensor replaced by a CPU tensor over its bytes; a fresh CPU result (or list) made neuron
+// tensors on `device` over the same bytes, charged to `ledger` (false if over `capacity`).
+int device_of(const c10::IValue& v);
+c10::IValue host_view(const c10::IValue& v);
+bool adopt_result(c10::IValue& v, Ledger* ledger, int64_t capacity, int device);
 
 }  // namespace neuronsim

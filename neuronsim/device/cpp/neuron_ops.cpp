@@ -21,7 +21,6 @@
 // tracking by Python before anything reads or charges them (fast.drain), so the profiler sees the
 // same records in the same order. A run that stopped (an index out of bounds, a kernel that raised)
 // goes back to Python with the stop, which raises the error the Python path raises.
-//
 // The kernel takes no GIL and calls no Python: torch's bindings release the GIL around the dispatcher.
 
 #include <ATen/core/Tensor.h>
@@ -45,10 +44,8 @@
 
 namespace {
 
-using neuronsim::Key;
-using neuronsim::Ledger;
-using neuronsim::encode;
-using neuronsim::encode_aliases;
+using neuronsim::adopt_result, neuronsim::device_of, neuronsim::encode, neuronsim::encode_aliases;
+using neuronsim::host_view, neuronsim::Key, neuronsim::Ledger;
 
 constexpr int kMaxDevices = 128;
 
@@ -117,7 +114,11 @@ int64_t g_entries_len = 0;
 // (a ctypes view) before it charges or reads a clock or the op counts.
 std::mutex g_queue_mu;
 std::vector<int64_t> g_queue;
+size_t g_queue_head = 0;  // the first value not drained yet
 int64_t g_pending = 0;
+// A run of hits that nothing reads (no clock read, no Python op) would grow the queue without end:
+// past this many, calls go through Python, whose clock charge drains it.
+std::atomic<int64_t> g_queue_limit{1 << 16};
 // Calls handed to Python that may publish (the Python side asks only when this is nonzero).
 std::atomic<int64_t> g_publishable{0};
 // Runs that stopped and went back to Python (which raises their error).
@@ -138,127 +139,6 @@ thread_local int64_t t_core_epoch = 0;  // the epoch the token was set in
 // A run that stopped on this thread: (record, instruction, bases) for Python's error.
 thread_local std::vector<int64_t> t_stop;
 thread_local std::vector<int64_t> t_bases;
-
-int device_of(const c10::IValue& v) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 ? t.device().index() : -1;
-  }
-  if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList().vec()) {
-      if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
-        return t.device().index();
-      }
-    }
-  }
-  return -1;
-}
-
-void release_storage(void* context) {
-  delete static_cast<c10::Storage*>(context);
-}
-
-// A CPU tensor over a neuron tensor's bytes (memory.host_view): a storage of its own whose deleter
-// holds the neuron storage.
-at::Tensor cpu_view(const at::Tensor& t) {
-  const c10::Storage& storage = t.storage();
-  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage, c10::Device(c10::kCPU));
-  c10::Storage host(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
-                                                           std::move(ptr), nullptr, false));
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(host), c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                                   t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  return at::Tensor(std::move(impl));
-}
-
-bool on_device(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
-
-c10::IValue host_view(const c10::IValue& v) {
-  if (v.isTensor()) {
-    return on_device(v.toTensor()) ? c10::IValue(cpu_view(v.toTensor())) : v;
-  }
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> views = v.toTensorList().vec();
-    for (at::Tensor& t : views) {
-      if (on_device(t)) {
-        t = cpu_view(t);
-      }
-    }
-    return c10::IValue(c10::List<at::Tensor>(views));
-  }
-  return v;
-}
-
-// What an adopted result's storage owns: the CPU storage, and the bytes to give back.
-struct Adopted {
-  c10::Storage host;
-  Ledger* ledger;
-  int64_t nbytes;
-};
-
-void free_adopted(void* context) {
-  auto* a = static_cast<Adopted*>(context);
-  if (a->nbytes > 0) {
-    a->ledger->release(a->nbytes);
-  }
-  delete a;
-}
-
-// A fresh CPU result as a neuron tensor over the same bytes, charged to `ledger` (memory.adopt: the
-// storage spans the tensor's elements from its first). False if over capacity or not plain.
-bool adopt_tensor(at::Tensor& t, Ledger* ledger, int64_t capacity, int device) {
-  if (!t.defined() || t.device().type() != c10::DeviceType::CPU) {
-    return true;  // (returned as it is, as _fresh_result does)
-  }
-  if (t.layout() != c10::kStrided || t.is_conj() || t.is_neg() || !t.has_storage()) {
-    return false;
-  }
-  int64_t nbytes = 0;
-  if (t.numel() > 0) {
-    int64_t extent = 1;
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      extent += (t.size(d) - 1) * t.stride(d);
-    }
-    nbytes = extent * static_cast<int64_t>(t.element_size());
-  }
-  if (nbytes > 0 && !ledger->charge(nbytes, capacity)) {
-    return false;
-  }
-  auto* owner = new Adopted{t.storage(), ledger, nbytes};
-  c10::DataPtr ptr(t.data_ptr(), owner, &free_adopted,
-                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
-                                                              std::move(ptr), nullptr, false));
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
-                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides());
-  t = at::Tensor(std::move(impl));
-  return true;
-}
-
-bool adopt_result(c10::IValue& v, Ledger* ledger, int64_t capacity, int device) {
-  if (v.isTensor()) {
-    at::Tensor t = v.toTensor();
-    if (!adopt_tensor(t, ledger, capacity, device)) {
-      return false;
-    }
-    v = std::move(t);
-    return true;
-  }
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> ts = v.toTensorList().vec();
-    for (at::Tensor& t : ts) {
-      if (!adopt_tensor(t, ledger, capacity, device)) {
-        return false;
-      }
-    }
-    v = c10::IValue(c10::List<at::Tensor>(ts));
-    return true;
-  }
-  return true;
-}
 
 int64_t wall_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -340,7 +220,7 @@ struct OpKernel final : public c10::OperatorKernel {
 
   bool run_cached(const c10::OperatorHandle& op, c10::IValue* args, size_t n, torch::jit::Stack* stack) {
     Record* r = find();
-    if (r == nullptr) {
+    if (r == nullptr || g_pending >= g_queue_limit.load(std::memory_order_relaxed)) {
       return false;
     }
     if (r->host >= 0) {
@@ -538,7 +418,7 @@ void charged(const Record* r, int device) {
     g_queue.push_back(r->py_index);
     g_queue.push_back(device);
     g_queue.push_back(wall_ns());
-    g_pending = static_cast<int64_t>(g_queue.size() / 3);
+    g_pending = static_cast<int64_t>((g_queue.size() - g_queue_head) / 3);
   }
   g_hits.fetch_add(1, std::memory_order_relaxed);
 }
@@ -628,6 +508,9 @@ int64_t* neuronsim_fast_publishable_address() {
 int64_t* neuronsim_fast_stops_address() {
   return &g_stops;
 }
+void neuronsim_fast_set_queue_limit(int64_t limit) {
+  g_queue_limit.store(limit);
+}
 int64_t neuronsim_fast_hits() {
   return g_hits.load();
 }
@@ -635,10 +518,14 @@ int64_t neuronsim_fast_hits() {
 // Moves up to `max` queued charges (record, device, wall ns) into `out`; how many.
 int64_t neuronsim_fast_drain(int64_t* out, int64_t max) {
   std::lock_guard<std::mutex> hold(g_queue_mu);
-  int64_t n = std::min<int64_t>(max, static_cast<int64_t>(g_queue.size() / 3));
-  std::memcpy(out, g_queue.data(), n * 3 * sizeof(int64_t));
-  g_queue.erase(g_queue.begin(), g_queue.begin() + n * 3);
-  g_pending = static_cast<int64_t>(g_queue.size() / 3);
+  int64_t n = std::min<int64_t>(max, static_cast<int64_t>((g_queue.size() - g_queue_head) / 3));
+  std::memcpy(out, g_queue.data() + g_queue_head, n * 3 * sizeof(int64_t));
+  g_queue_head += n * 3;
+  if (g_queue_head == g_queue.size()) {
+    g_queue.clear();
+    g_queue_head = 0;
+  }
+  g_pending = static_cast<int64_t>((g_queue.size() - g_queue_head) / 3);
   return n;
 }
 

@@ -47,7 +47,7 @@ _records: list = []  # published record -> (clock record, op name, entry)
 _keep: list = []  # what published records point into: (itab, ftab, loop overload)
 _lock = threading.Lock()
 _drain_lock = threading.Lock()
-_buffer = (ctypes.c_int64 * (3 * 256))()
+_buffer = (ctypes.c_int64 * (3 * 4096))()
 _cores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # CoreMemory -> token
 _cores_kept: list = []  # cores whose bases a record holds (kept alive as long as it may run)
 _loops: dict = {}  # id of a run_encoded overload (kept in _keep) -> its native address, or 0 (a
@@ -108,6 +108,7 @@ def _declare(lib) -> None:
         ("neuronsim_fast_drain", [i64p, i64], i64),
         ("neuronsim_fast_take_stop", [i64p, i64], i64),
         ("neuronsim_fast_hits", [], i64),
+        ("neuronsim_fast_set_queue_limit", [i64], None),
         ("neuronsim_fast_publish", [c, i64p, i64, p, p, i64, i64, p, i64, i64p, i64, i64p, i64, i64p,
                                     i64, i64p, i64, i32, i32, i64, i64p, i64], ctypes.c_int),
     ):
@@ -117,6 +118,13 @@ def _declare(lib) -> None:
 
 def active() -> bool:
     return _lib is not None
+
+
+QUEUE_LIMIT = 1 << 16  # queued calls (past it, calls go through Python, whose charge drains them)
+
+
+def set_queue_limit(limit: int = QUEUE_LIMIT) -> None:
+    _lib.neuronsim_fast_set_queue_limit(limit)
 
 
 def hits() -> int:
@@ -182,7 +190,7 @@ def drain() -> None:
     with _drain_lock:
         buffer = _buffer
         while True:
-            n = _lib.neuronsim_fast_drain(buffer, 256)
+            n = _lib.neuronsim_fast_drain(buffer, 4096)
             if not n:
                 return
             values = buffer[: 3 * n]
