@@ -192,6 +192,7 @@ def test_hbm_capacity_is_the_options_in_effect():
         with neuronsim.options(hbm_bytes=capacity):
             torch.sub(a, b)  # (published under these options, then run from the record)
         torch.sub(a, b), torch.sub(a, b)  # the environment's options: their own capacity
+    _compiled(torch.mul, a, b)  # the last publish is the environment's: its capacity is set last
     with neuronsim.options(hbm_bytes=capacity):
         before = fast.hits()
         torch.sub(a, b)
