@@ -47,6 +47,17 @@ def _compiled(fn, *args):
     fn(*args)
 
 
+def _python_then_twice_from_cpp(run):
+    """``run(2)`` on the Python path, then twice served from the C++ records (hits counted)."""
+    with fast.disabled():
+        before = fast.hits()
+        python = run(2)
+        assert fast.hits() == before
+    again = [run(2), run(2)]
+    assert fast.hits() == before + 2
+    return python, again
+
+
 def _events(index: int = 0):
     return [(e.name, e.kind, e.signature, e.duration_ns, e.bytes, e.native, e.flops)
             for e in clock.clock(index).events()]
@@ -87,12 +98,7 @@ def test_a_repeat_call_runs_in_cpp_with_the_python_paths_bits_clock_and_counts(n
         out = _cpu(result if result is not None else [a, b])
         return out, _events(), tracking.get_op_counts()
 
-    with fast.disabled():
-        before = fast.hits()
-        python = run(2)
-        assert fast.hits() == before
-    again = [run(2), run(2)]
-    assert fast.hits() == before + 2
+    python, again = _python_then_twice_from_cpp(run)
     for cpp in again:
         assert _same_bits(cpp[0], python[0])
         assert cpp[1] == python[1]  # the records the profiler reads: names, kinds, simulated times
@@ -118,12 +124,7 @@ def test_fast_numerics_repeat_calls_run_aten_in_cpp_as_the_python_path_does(name
             out = _cpu(result if result is not None else [a, b])
             return out, _events(), tracking.get_op_counts(), charged
 
-        with fast.disabled():
-            before = fast.hits()
-            python = run(2)
-            assert fast.hits() == before
-        again = [run(2), run(2)]
-        assert fast.hits() == before + 2
+        python, again = _python_then_twice_from_cpp(run)
     for cpp in again:
         assert _same_bits(cpp[0], python[0])
         assert cpp[1:] == python[1:]  # clock records, op counts, HBM charged for the results
