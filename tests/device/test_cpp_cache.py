@@ -13,7 +13,7 @@ import torch
 from numba import njit
 
 import neuronsim
-from neuronsim.device import clock, dispatch, hbm, tracking
+from neuronsim.device import clock, dispatch, hbm, native, tracking
 from neuronsim.device.native import fast
 from neuronsim.sim import execute_numba
 from neuronsim.sim.ir import Opcode
@@ -183,6 +183,20 @@ def test_calls_it_does_not_know_run_the_python_path():
         assert tracking.get_fallback_ops() == ["aten::mul.Tensor"]
     finally:
         dispatch.NATIVE_KERNELS[torch.ops.aten.mul.Tensor] = saved
+
+
+def test_clearing_an_ops_entries_forgets_its_cpp_records():
+    """Tests (and anyone replanning) clear an op's entries to plan its next call afresh: the C++
+    record must not keep running the old plan."""
+    a, b = _inputs(9)
+    _compiled(torch.sub, a, b)
+    before = fast.hits()
+    torch.sub(a, b)
+    assert fast.hits() == before + 1
+    entries = native.entries("aten::sub.Tensor")
+    entries.clear()
+    torch.sub(a, b)
+    assert fast.hits() == before + 1 and len(entries) == 1  # planned again, through Python
 
 
 def test_hbm_capacity_is_the_options_in_effect():

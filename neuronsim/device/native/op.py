@@ -14,14 +14,24 @@ from collections.abc import Callable
 import torch
 
 from neuronsim.device import dispatch, random
+from neuronsim.device.native import fast
 from neuronsim.device.native.build import build_entry
-from neuronsim.device.native.entry import DECLINED, Entry
+from neuronsim.device.native.entry import DECLINED
 from neuronsim.device.native.signature import Decline, arg_key, inplace_key, signature_key
 from neuronsim.device.schema import WrapperKind, plan_for
 from neuronsim.kernels.registry import Call, Native, Planner
 from neuronsim.options import current as current_options
 
 Tensor = torch.Tensor
+
+
+class EntryCache(dict):
+    """An op's entries by signature. Clearing it also forgets the C++ kernels' published records
+    (they replay what these entries planned), so the next call of every signature plans afresh."""
+
+    def clear(self) -> None:
+        super().clear()
+        fast.clear()
 
 
 class NativeOp:
@@ -45,7 +55,7 @@ class NativeOp:
         self._plain = not (self._runtime_positions or self._inplace)  # the key is the arguments' keys
         self._plain_inplace = self._inplace and not self._runtime_positions
         self._name = self.plan.name
-        self.entries: dict[tuple, Entry | object] = {}
+        self.entries: EntryCache = EntryCache()  # signature key -> Entry, or DECLINED
         self._lock = threading.Lock()
 
     def __call__(self, op, args: tuple, kwargs: dict):
