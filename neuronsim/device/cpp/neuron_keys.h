@@ -4,12 +4,24 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace neuronsim {
 
 using Key = std::vector<int64_t>;
+
+// FNV-1a over a key's words (the records' hash map).
+struct KeyHash {
+  size_t operator()(const Key& k) const noexcept {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : k) {
+      h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    }
+    return static_cast<size_t>(h);
+  }
+};
 
 // Appends argument `v` to `key`: a tensor's device, dtype, sizes and strides (a 0-dim CPU tensor's
 // value bits), a number's exact bits, a string's bytes, a list's elements. `device` is the neuron

@@ -48,21 +48,35 @@ namespace {
 
 using namespace neuronsim;
 
-// What a fresh storage's DataPtr owns: the host allocation, and the bytes to give back.
-struct Block {
-  c10::DataPtr host;
+// What a neuron storage's DataPtr owns: its host bytes (a fresh allocation, or an adopted CPU
+// result's storage) and the bytes to give back to the ledger.
+template <class Host>
+struct Charged {
+  Host host;
   Ledger* ledger;
   int64_t nbytes;
 };
 
-void free_block(void* context) {
-  auto* block = static_cast<Block*>(context);
-  block->ledger->release(block->nbytes);
-  delete block;  // frees the host bytes
+template <class Host>
+void free_charged(void* context) {
+  auto* owner = static_cast<Charged<Host>*>(context);
+  if (owner->nbytes > 0) {
+    owner->ledger->release(owner->nbytes);
+  }
+  delete owner;  // frees (or lets go of) the host bytes
 }
 
-void free_uncharged(void* context) {  // an empty storage: nothing was charged
-  delete static_cast<Block*>(context);
+// A neuron tensor over `data`, whose storage frees `owner` with `free_owner` when it dies.
+at::Tensor neuron_tensor(void* data, void* owner, c10::DeleterFnPtr free_owner, int64_t nbytes, int device,
+                         caffe2::TypeMeta dtype, c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  c10::DataPtr ptr(data, owner, free_owner,
+                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
+                                                              std::move(ptr), nullptr, false));
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
+                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
+  impl->set_sizes_and_strides(sizes, strides);
+  return at::Tensor(std::move(impl));
 }
 
 bool read_ints(PyObject* seq, std::vector<int64_t>& out) {
@@ -178,9 +192,9 @@ at::Tensor neuronsim::fresh_tensor(Ledger* ledger, int64_t capacity, int device,
   if (nbytes > 0 && !ledger->charge(nbytes, capacity)) {
     return at::Tensor();
   }
-  Block* block;
+  Charged<c10::DataPtr>* block;
   try {
-    block = new Block{c10::GetCPUAllocator()->allocate(nbytes), ledger, nbytes};
+    block = new Charged<c10::DataPtr>{c10::GetCPUAllocator()->allocate(nbytes), ledger, nbytes};
   } catch (...) {
     if (nbytes > 0) {
       ledger->release(nbytes);
@@ -188,14 +202,8 @@ at::Tensor neuronsim::fresh_tensor(Ledger* ledger, int64_t capacity, int device,
     return at::Tensor();
   }
   // From here the storage owns the block: its deleter gives the bytes back.
-  c10::DataPtr ptr(block->host.get(), block, nbytes > 0 ? &free_block : &free_uncharged,
-                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
-                                                              std::move(ptr), nullptr, false));
-  auto impl = c10::make_intrusive<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(dtype));
-  impl->set_sizes_and_strides(sizes, strides);
-  return at::Tensor(std::move(impl));
+  return neuron_tensor(block->host.get(), block, &free_charged<c10::DataPtr>, nbytes, device,
+                       c10::scalarTypeToTypeMeta(dtype), sizes, strides);
 }
 
 namespace neuronsim {
@@ -258,21 +266,6 @@ c10::IValue host_view(const c10::IValue& v) {
 
 namespace {
 
-// What an adopted result's storage owns: the CPU storage, and the bytes to give back.
-struct Adopted {
-  c10::Storage host;
-  Ledger* ledger;
-  int64_t nbytes;
-};
-
-void free_adopted(void* context) {
-  auto* a = static_cast<Adopted*>(context);
-  if (a->nbytes > 0) {
-    a->ledger->release(a->nbytes);
-  }
-  delete a;
-}
-
 // A fresh CPU result as a neuron tensor over the same bytes, charged to `ledger` (memory.adopt: the
 // storage spans the tensor's elements from its first). False if over capacity or not plain.
 bool adopt_tensor(at::Tensor& t, Ledger* ledger, int64_t capacity, int device) {
@@ -293,15 +286,9 @@ bool adopt_tensor(at::Tensor& t, Ledger* ledger, int64_t capacity, int device) {
   if (nbytes > 0 && !ledger->charge(nbytes, capacity)) {
     return false;
   }
-  auto* owner = new Adopted{t.storage(), ledger, nbytes};
-  c10::DataPtr ptr(t.data_ptr(), owner, &free_adopted,
-                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
-                                                              std::move(ptr), nullptr, false));
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
-                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides());
-  t = at::Tensor(std::move(impl));
+  auto* owner = new Charged<c10::Storage>{t.storage(), ledger, nbytes};
+  t = neuron_tensor(t.data_ptr(), owner, &free_charged<c10::Storage>, nbytes, device, t.dtype(), t.sizes(),
+                    t.strides());
   return true;
 }
 

@@ -45,7 +45,7 @@
 namespace {
 
 using neuronsim::adopt_result, neuronsim::device_of, neuronsim::encode, neuronsim::encode_aliases;
-using neuronsim::host_view, neuronsim::Key, neuronsim::Ledger;
+using neuronsim::host_view, neuronsim::Key, neuronsim::KeyHash, neuronsim::Ledger;
 
 constexpr int kMaxDevices = 128;
 
@@ -90,16 +90,6 @@ struct Record {
 enum HostResult : int32_t { kFresh = 0, kHostSelf = 1, kNone = 2 };
 
 void charged(const Record* r, int device);
-
-struct KeyHash {
-  size_t operator()(const Key& k) const noexcept {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t v : k) {
-      h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
-    }
-    return static_cast<size_t>(h);
-  }
-};
 
 // Global state the Python side sets (fast.py); the records live as long as the process.
 std::mutex g_mu;                                   // publishing, and the records' core lists
