@@ -86,7 +86,8 @@ def test_exponential_misuse_names_the_line():
         return a
 
     raises_at(idle_with_sum, (x,), UnsupportedError, "reduce_cmd=idle reads an accumulator")
-    with pytest.raises(ConstraintError, match=r"test_isa_library_compute_ops.py:\d+: exponential.*NeuronCore-v4"):
+    with pytest.raises(ConstraintError,
+                       match=r"test_isa_library_compute_ops.py:\d+: exponential.*NeuronCore-v4"):
         nki.simulate(on_trn2, chip="trn2")(x.copy())
 
 
