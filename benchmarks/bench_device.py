@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 import neuronsim
+from neuronsim.device.cpp import build
 from neuronsim.options import options
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    build.build_ops()  # the cached native op's library, which a process on a cold cache runs without
     neuronsim.enable()
     ops = bench_ops(args.number, args.repeats)
     gpt = bench_gpt(args.steps, args.repeats)

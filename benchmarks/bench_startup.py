@@ -16,10 +16,12 @@ top of it.
 A shared machine's load moves by the minute, so the runs a ratio compares are made next to each
 other, and repeated: each repeat runs three cold processes together, one cold process, one warm
 and three warm together, in that order, each cold run on a fresh directory. With the tiered
-executor (the default) a cold process compiles nothing itself: its compile worker (sim/tiers.py)
-fills the cache during or after the run. The first repeat's one cold process fills the cache the
-warm runs use: the benchmark waits for its worker and reports its CPU seconds (off the run's
-critical path, not free). The other cold runs' directories are deleted as soon as they end, which
+executor (the default) a cold process compiles no Numba code itself: its compile worker
+(sim/tiers.py) fills the cache during or after the run. Of the device's C++ libraries it builds the
+core one (device/cpp/build.py); the cached-op library is built after it exits
+(device/cpp/background.py). The first repeat's one cold process fills the cache the warm runs use:
+the benchmark waits for its worker and builder and reports their CPU seconds (off the run's critical
+path, not free). The other cold runs' directories are deleted as soon as they end, which
 stops their workers (they would take CPU from the next runs); the CPU the workers had used by
 then is printed: what they took from the runs, whatever the machine's load. ``--executor numba``
 measures compiling in place, as before the tiers.
@@ -39,6 +41,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from neuronsim.device.cpp import background  # noqa: E402 - (light: imports neither torch nor Numba)
+
 WORKER_LOCK = ".workers.lock"  # sim/tiers.WORKER_LOCK (not imported: importing the simulator loads Numba)
 SCRIPT = ROOT / "examples" / "train_gpt.py"
 
@@ -70,11 +75,13 @@ def run(cache: Path, processes: int, steps: int, executor: str) -> list[dict]:
 
 
 def wait_for_workers(cache: Path) -> None:
-    """Until the compile workers the processes on ``cache`` left behind have finished."""
+    """Until the compile workers the processes on ``cache`` left behind, and the builder of the device's
+    cached-op library, have finished."""
     for lock in cache.glob(f"*/{WORKER_LOCK}"):
         fd = os.open(lock, os.O_RDWR)
         fcntl.flock(fd, fcntl.LOCK_EX)  # each live worker holds it shared
         os.close(fd)
+    background.wait_for_builder(cache)
 
 
 def live_worker_cpu_s(cache: Path) -> float:
@@ -99,9 +106,9 @@ def discard(cache: Path) -> None:
 
 
 def worker_cpu_s(cache: Path) -> float:
-    """CPU seconds of every compile worker that worked for processes on ``cache``."""
+    """CPU seconds of every compile worker (and library builder) that worked for processes on ``cache``."""
     total = 0.0
-    for log in cache.glob("*/background.log"):
+    for log in [*cache.glob("*/background.log"), *cache.glob(background.LOG)]:
         total += sum(json.loads(line)["cpu_s"] for line in log.read_text().splitlines() if line.strip())
     return total
 

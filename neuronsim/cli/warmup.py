@@ -14,9 +14,10 @@ directory, so that tests start without the compile. The cache lives in {env.NEUR
 sources and Numba's version; a cache restored for another version is not used. Prints how long
 each compile unit took (the executor's loop and scheduler, then one kernel per opcode: compiled,
 or loaded from the cache) and where the cache is. Processes sharing the cache compile one at a
-time; the others wait and load what it compiled. It also builds the `neuron` device's C++ support
-library (once per torch version and compiler, into the same cache root), which the first
-`NEURON_SIM=1` process would otherwise build with the system C++ compiler while it starts.
+time; the others wait and load what it compiled. It also builds the `neuron` device's two C++
+libraries (once per torch version and compiler, into the same cache root): the core one, which the
+first `NEURON_SIM=1` process would otherwise build while it starts, and the cached native op's,
+which it would run without and have built after it exits.
 
 --cache-key prints a key for CI caches (neuronsim's version and that hash) and compiles nothing.
 """
@@ -65,7 +66,8 @@ def warmup(cache_key: bool, as_json: bool) -> int:
 
 
 def _build_device_library() -> dict:
-    """The device's C++ library (``device/cpp/build.py``), built now if no process has yet."""
+    """The device's C++ libraries (``device/cpp/build.py``: the core and the cached op's), built now
+    if no process has yet."""
     import time
 
     from neuronsim.cli.app import Abort
@@ -74,11 +76,13 @@ def _build_device_library() -> dict:
 
     start = time.perf_counter()
     try:
-        built = not build.library_path(build.find_compiler()).exists()
-        path = build.build()
+        tc = build.toolchain()
+        built = not build.ops_path(tc).exists() or not build.core_path(tc).exists()
+        path = build.build_ops(tc)
     except NativeBuildError as exc:
         raise Abort(str(exc)) from exc
-    return {"path": str(path), "seconds": time.perf_counter() - start, "built": built}
+    return {"path": str(path), "core_path": str(build.core_path(tc)), "seconds": time.perf_counter() - start,
+            "built": built}
 
 
 def _state(result) -> str:

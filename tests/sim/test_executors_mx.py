@@ -8,7 +8,7 @@ import random
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_executors import assert_executors_agree, fill
+from program_fuzz import assert_executors_agree, fill
 
 from neuronsim.sim import Opcode, Program, ProgramBuilder
 from neuronsim.sim.chips import get_chip

@@ -158,13 +158,14 @@ def test_cached_kernels_agree_with_fresh_compiles_and_the_reference(tmp_path):
         assert not wrong, f"{label}: differs from the reference executor in {wrong}"
 
 
-# The executor as a warm process runs it: random programs (test_executors' generator) in a child
+# The executor as a warm process runs it: random programs (program_fuzz's generator) in a child
 # that loads every opcode's kernel and the executor's loop from the cache this process filled,
 # against the reference executor.
 _FUZZ_CHILD = r'''
 import json, random, sys
 sys.path.insert(0, sys.argv[1])
-from test_executors import _inputs, assert_executors_agree, random_program
+from opcode_generators import random_program
+from program_fuzz import assert_executors_agree, random_inputs
 from neuronsim.sim import execute_numba
 from neuronsim.sim.ir import Opcode
 
@@ -172,7 +173,7 @@ wrong = []
 for seed in range(int(sys.argv[2])):
     _, program = random_program(random.Random(seed), seed)
     try:
-        assert_executors_agree(program, _inputs(program, seed), f"(seed {seed}) ")
+        assert_executors_agree(program, random_inputs(program, seed), f"(seed {seed}) ")
     except AssertionError as err:
         wrong.append(str(err)[:1500])
 units = [execute_numba.run_encoded] + [execute_numba.kernel_for(op) for op in execute_numba.loaded_opcodes()]
@@ -183,13 +184,14 @@ print(json.dumps({"wrong": wrong[:3], "n_wrong": len(wrong), "opcodes": len(exec
 
 
 def test_random_programs_agree_when_the_executor_is_loaded_from_the_cache():
-    from test_executors import _inputs, assert_executors_agree, random_program
+    from opcode_generators import random_program
+    from program_fuzz import assert_executors_agree, random_inputs
 
     from neuronsim.sim.warmup import warm_all
 
     warm_all()  # compiles the loop and every opcode's kernel here: the cache is filled
     _, program = random_program(random.Random(0), 0)
-    assert_executors_agree(program, _inputs(program, 0))
+    assert_executors_agree(program, random_inputs(program, 0))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", _FUZZ_CHILD, str(Path(__file__).parent), "1500"], env=env,
                           capture_output=True, text=True, timeout=900)
@@ -204,7 +206,8 @@ def test_random_programs_agree_when_the_executor_is_loaded_from_the_cache():
 def test_an_opcode_loaded_mid_program_resumes_where_the_loop_stopped():
     """The loop returns at the first instruction whose kernel is not loaded yet; ``execute`` loads it
     and goes on from there: every instruction runs once, in order, as on the reference executor."""
-    from test_executors import _inputs, assert_executors_agree, random_program
+    from opcode_generators import random_program
+    from program_fuzz import assert_executors_agree, random_inputs
 
     from neuronsim.sim import execute_numba
 
@@ -214,12 +217,12 @@ def test_an_opcode_loaded_mid_program_resumes_where_the_loop_stopped():
         # straight-line programs only: a BRANCH may jump over an instruction, which then never loads
         if len(set(opcodes)) >= 3 and opcodes[0] is Opcode.DMA_COPY and Opcode.BRANCH not in opcodes:
             break
-    assert_executors_agree(program, _inputs(program, seed))  # every kernel it uses is loaded now
+    assert_executors_agree(program, random_inputs(program, seed))  # every kernel it uses is loaded now
     saved = execute_numba.ENTRIES.copy()
     try:
         for op in set(opcodes):  # as in a new process: no kernel loaded, the loop stops at each first use
             execute_numba.ENTRIES[op] = 0
-        assert_executors_agree(program, _inputs(program, seed), "(kernels loaded mid-program) ")
+        assert_executors_agree(program, random_inputs(program, seed), "(kernels loaded mid-program) ")
         assert set(opcodes) <= execute_numba.loaded_opcodes()
     finally:
         execute_numba.ENTRIES[:] = saved

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from numba import njit
-from test_executors import _inputs, random_program, run_snapshot
+from opcode_generators import random_program
+from program_fuzz import random_inputs, run_snapshot
 
 import neuronsim
 from neuronsim import sim
@@ -71,7 +72,7 @@ def _fresh(program: Program) -> Program:
 
 
 def _same_on_every_tier(program: Program, seed: int) -> None:
-    inputs = _inputs(program, seed)
+    inputs = random_inputs(program, seed)
     compiled = run_snapshot(program, inputs, "numba")
     def run(executor: str):
         arrays = {name: a.copy() for name, a in inputs.items()}

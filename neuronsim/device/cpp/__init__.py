@@ -1,5 +1,7 @@
-"""The device's C++ support library (``neuron_device.cpp``, ``neuron_memory.cpp``, and the cached
-native op: ``neuron_keys.cpp``, ``neuron_ops.cpp``), built at first use and loaded with ctypes.
+"""The device's C++ libraries, built at first use (``build.py``) and loaded with ctypes: the core
+library (``neuron_device.cpp``, ``neuron_memory.cpp``) and the cached native op's
+(``neuron_keys.cpp``, ``neuron_host.cpp``, ``neuron_ops.cpp``; :func:`load_ops`, which a process
+uses if an earlier one had it built: ``background.py``).
 
 :func:`install` registers its PrivateUse1 device guard (every logical core a device to autograd,
 streams and events) and its ``Tensor.set_data`` across cpu and neuron, before the Python backend
@@ -21,6 +23,7 @@ _CLOCK = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int)
 _lock = threading.Lock()
 _library: ctypes.PyDLL | None = None  # loaded and installed
 _loaded: ctypes.PyDLL | None = None  # loaded
+_ops: ctypes.PyDLL | bool | None = None  # the cached-op library; False: not in the cache
 _callbacks: tuple = ()  # kept alive as long as the library may call them
 
 
@@ -48,6 +51,29 @@ def load() -> ctypes.PyDLL:
             _declare(library)
             _loaded = library
         return _loaded
+
+
+def load_ops() -> ctypes.PyDLL | None:
+    """The cached-op library, loaded, if it is in the cache (after :func:`load`: it links the core
+    library); else None, and it is built after this process exits (``background.py``). Raises
+    :class:`~neuronsim.errors.NativeBuildError` if the core library cannot be built or loaded."""
+    global _ops
+    load()
+    with _lock:
+        if _ops is None:
+            from neuronsim.device.cpp import background, build
+
+            tc = build.toolchain()
+            path = build.ops_path(tc)
+            _ops = False
+            if path.exists():
+                try:
+                    _ops = ctypes.PyDLL(str(path))
+                except OSError as exc:
+                    raise NativeBuildError(f"loading the device's C++ library {path} failed: {exc}") from exc
+            else:
+                background.schedule(tc)
+        return _ops or None
 
 
 def install(device_count: int) -> ctypes.PyDLL:

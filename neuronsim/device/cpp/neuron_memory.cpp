@@ -10,8 +10,8 @@
 // reports): one set of counters, so the peaks are of the true totals. Updates take a mutex, as a
 // storage can die on any thread (the autograd engine's too), with or without the GIL.
 //
-// Host views of neuron tensors and adopted CPU results (memory.py's host_view and adopt) are made
-// here too, for the C++ cached op under fast numerics (neuron_ops.cpp).
+// Part of the core library (with neuron_device.cpp), which registration needs before anything else:
+// built on a cold first run's critical path, so its headers are c10's and TensorBase's only.
 //
 // Called through ctypes.PyDLL (the GIL held): the few CPython functions used are declared here,
 // not included, so the build needs no Python headers — only torch's own (THPVariable_Wrap).
@@ -47,37 +47,6 @@ PyObject* PyErr_Occurred();
 namespace {
 
 using namespace neuronsim;
-
-// What a neuron storage's DataPtr owns: its host bytes (a fresh allocation, or an adopted CPU
-// result's storage) and the bytes to give back to the ledger.
-template <class Host>
-struct Charged {
-  Host host;
-  Ledger* ledger;
-  int64_t nbytes;
-};
-
-template <class Host>
-void free_charged(void* context) {
-  auto* owner = static_cast<Charged<Host>*>(context);
-  if (owner->nbytes > 0) {
-    owner->ledger->release(owner->nbytes);
-  }
-  delete owner;  // frees (or lets go of) the host bytes
-}
-
-// A neuron tensor over `data`, whose storage frees `owner` with `free_owner` when it dies.
-at::Tensor neuron_tensor(void* data, void* owner, c10::DeleterFnPtr free_owner, int64_t nbytes, int device,
-                         caffe2::TypeMeta dtype, c10::IntArrayRef sizes, c10::IntArrayRef strides) {
-  c10::DataPtr ptr(data, owner, free_owner,
-                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
-                                                              std::move(ptr), nullptr, false));
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
-                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
-  impl->set_sizes_and_strides(sizes, strides);
-  return at::Tensor(std::move(impl));
-}
 
 bool read_ints(PyObject* seq, std::vector<int64_t>& out) {
   int64_t n = PySequence_Size(seq);
@@ -177,7 +146,7 @@ PyObject* neuronsim_empty(void* ledger, int64_t capacity, int device, int scalar
   if (t_sizes.size() != t_strides.size()) {
     return none();
   }
-  at::Tensor t = fresh_tensor(static_cast<Ledger*>(ledger), capacity, device,
+  at::TensorBase t = fresh_tensor(static_cast<Ledger*>(ledger), capacity, device,
                               static_cast<c10::ScalarType>(scalar_type), t_sizes, t_strides, nbytes);
   if (!t.defined()) {
     return none();
@@ -187,10 +156,24 @@ PyObject* neuronsim_empty(void* ledger, int64_t capacity, int device, int scalar
 
 }  // extern "C"
 
-at::Tensor neuronsim::fresh_tensor(Ledger* ledger, int64_t capacity, int device, c10::ScalarType dtype,
-                                   c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t nbytes) {
+namespace neuronsim {
+
+at::TensorBase neuron_tensor(void* data, void* owner, c10::DeleterFnPtr free_owner, int64_t nbytes, int device,
+                             caffe2::TypeMeta dtype, c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  c10::DataPtr ptr(data, owner, free_owner,
+                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
+                                                              std::move(ptr), nullptr, false));
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
+                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
+  impl->set_sizes_and_strides(sizes, strides);
+  return at::TensorBase(std::move(impl));
+}
+
+at::TensorBase fresh_tensor(Ledger* ledger, int64_t capacity, int device, c10::ScalarType dtype,
+                            c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t nbytes) {
   if (nbytes > 0 && !ledger->charge(nbytes, capacity)) {
-    return at::Tensor();
+    return at::TensorBase();
   }
   Charged<c10::DataPtr>* block;
   try {
@@ -199,121 +182,11 @@ at::Tensor neuronsim::fresh_tensor(Ledger* ledger, int64_t capacity, int device,
     if (nbytes > 0) {
       ledger->release(nbytes);
     }
-    return at::Tensor();
+    return at::TensorBase();
   }
   // From here the storage owns the block: its deleter gives the bytes back.
   return neuron_tensor(block->host.get(), block, &free_charged<c10::DataPtr>, nbytes, device,
                        c10::scalarTypeToTypeMeta(dtype), sizes, strides);
-}
-
-namespace neuronsim {
-
-int device_of(const c10::IValue& v) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 ? t.device().index() : -1;
-  }
-  if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList().vec()) {
-      if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
-        return t.device().index();
-      }
-    }
-  }
-  return -1;
-}
-
-namespace {
-
-void release_storage(void* context) {
-  delete static_cast<c10::Storage*>(context);
-}
-
-// A CPU tensor over a neuron tensor's bytes (memory.host_view): a storage of its own whose deleter
-// holds the neuron storage.
-at::Tensor cpu_view(const at::Tensor& t) {
-  const c10::Storage& storage = t.storage();
-  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage, c10::Device(c10::kCPU));
-  c10::Storage host(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
-                                                           std::move(ptr), nullptr, false));
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(host), c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                                   t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  return at::Tensor(std::move(impl));
-}
-
-bool on_device(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
-
-}  // namespace
-
-c10::IValue host_view(const c10::IValue& v) {
-  if (v.isTensor()) {
-    return on_device(v.toTensor()) ? c10::IValue(cpu_view(v.toTensor())) : v;
-  }
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> views = v.toTensorList().vec();
-    for (at::Tensor& t : views) {
-      if (on_device(t)) {
-        t = cpu_view(t);
-      }
-    }
-    return c10::IValue(c10::List<at::Tensor>(views));
-  }
-  return v;
-}
-
-namespace {
-
-// A fresh CPU result as a neuron tensor over the same bytes, charged to `ledger` (memory.adopt: the
-// storage spans the tensor's elements from its first). False if over capacity or not plain.
-bool adopt_tensor(at::Tensor& t, Ledger* ledger, int64_t capacity, int device) {
-  if (!t.defined() || t.device().type() != c10::DeviceType::CPU) {
-    return true;  // (returned as it is, as _fresh_result does)
-  }
-  if (t.layout() != c10::kStrided || t.is_conj() || t.is_neg() || !t.has_storage()) {
-    return false;
-  }
-  int64_t nbytes = 0;
-  if (t.numel() > 0) {
-    int64_t extent = 1;
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      extent += (t.size(d) - 1) * t.stride(d);
-    }
-    nbytes = extent * static_cast<int64_t>(t.element_size());
-  }
-  if (nbytes > 0 && !ledger->charge(nbytes, capacity)) {
-    return false;
-  }
-  auto* owner = new Charged<c10::Storage>{t.storage(), ledger, nbytes};
-  t = neuron_tensor(t.data_ptr(), owner, &free_charged<c10::Storage>, nbytes, device, t.dtype(), t.sizes(),
-                    t.strides());
-  return true;
-}
-
-}  // namespace
-
-bool adopt_result(c10::IValue& v, Ledger* ledger, int64_t capacity, int device) {
-  if (v.isTensor()) {
-    at::Tensor t = v.toTensor();
-    if (!adopt_tensor(t, ledger, capacity, device)) {
-      return false;
-    }
-    v = std::move(t);
-    return true;
-  }
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> ts = v.toTensorList().vec();
-    for (at::Tensor& t : ts) {
-      if (!adopt_tensor(t, ledger, capacity, device)) {
-        return false;
-      }
-    }
-    v = c10::IValue(c10::List<at::Tensor>(ts));
-    return true;
-  }
-  return true;
 }
 
 }  // namespace neuronsim

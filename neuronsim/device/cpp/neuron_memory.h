@@ -1,11 +1,13 @@
-// Shared by the device library's translation units: the HBM ledger, and fresh neuron tensors
-// charged to it (neuron_memory.cpp makes them; neuron_ops.cpp's cached ops allocate their outputs
-// with it).
+// The HBM ledger, and neuron tensors charged to it: made by the core library (neuron_memory.cpp),
+// used by the cached-op library too (neuron_ops.cpp allocates its outputs with fresh_tensor,
+// neuron_host.cpp adopts results with neuron_tensor). Only c10's and TensorBase's headers: the core
+// library is built on a cold first run's critical path, and ATen's full Tensor would triple its
+// compile time.
 
 #pragma once
 
-#include <ATen/core/Tensor.h>
-#include <ATen/core/ivalue.h>
+#include <ATen/core/TensorBase.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/ArrayRef.h>
 
@@ -58,18 +60,32 @@ struct Ledger {
   }
 };
 
+// What a neuron storage's DataPtr owns: its host bytes (a fresh allocation, or an adopted CPU
+// result's storage) and the bytes to give back to the ledger.
+template <class Host>
+struct Charged {
+  Host host;
+  Ledger* ledger;
+  int64_t nbytes;
+};
+
+template <class Host>
+void free_charged(void* context) {
+  auto* owner = static_cast<Charged<Host>*>(context);
+  if (owner->nbytes > 0) {
+    owner->ledger->release(owner->nbytes);
+  }
+  delete owner;  // frees (or lets go of) the host bytes
+}
+
+// A neuron tensor over `data`, whose storage frees `owner` with `free_owner` when it dies.
+at::TensorBase neuron_tensor(void* data, void* owner, c10::DeleterFnPtr free_owner, int64_t nbytes, int device,
+                             caffe2::TypeMeta dtype, c10::IntArrayRef sizes, c10::IntArrayRef strides);
+
 // A fresh neuron tensor on `device` over `nbytes` of new host memory charged to `ledger`; an
 // undefined tensor when the charge would pass `capacity` (nothing allocated, nothing charged) or
 // the host allocation failed (the charge undone).
-at::Tensor fresh_tensor(Ledger* ledger, int64_t capacity, int device, c10::ScalarType dtype,
-                        c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t nbytes);
-
-// Host views and adopted results, for the C++ cached op under fast numerics (memory.py's host_view
-// and adopt, in C++): the neuron device index of a tensor or tensor list (-1: none); `v` with each
-// neuron tensor replaced by a CPU tensor over its bytes; a fresh CPU result (or list) made neuron
-// tensors on `device` over the same bytes, charged to `ledger` (false if over `capacity`).
-int device_of(const c10::IValue& v);
-c10::IValue host_view(const c10::IValue& v);
-bool adopt_result(c10::IValue& v, Ledger* ledger, int64_t capacity, int device);
+at::TensorBase fresh_tensor(Ledger* ledger, int64_t capacity, int device, c10::ScalarType dtype,
+                            c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t nbytes);
 
 }  // namespace neuronsim

@@ -11,15 +11,15 @@
 // this kernel handed over (same op, same tensors), after that run validated, built and executed the
 // signature, so compiled code never sees a signature Python has not checked.
 //
-// A hit allocates the outputs (neuron_memory.cpp: the HBM ledger is charged as in Python), copies the
-// calling thread's base addresses for the Program, writes each HBM slot's address, and calls the
-// Numba executor's compiled loop (`run_encoded`) through its native entry point, with Numba's calling
-// convention (the Python side checks the function's LLVM type before publishing its address). Under
-// fast numerics a hit calls the op's ATen-CPU kernel on CPU views of the neuron tensors and adopts its
-// fresh results as neuron tensors (host.py's short path, memory.adopt). The
-// clock charge and the op count are queued here and drained into the device clock and the op
-// tracking by Python before anything reads or charges them (fast.drain), so the profiler sees the
-// same records in the same order. A run that stopped (an index out of bounds, a kernel that raised)
+// A hit allocates the outputs (the core library's neuron_memory.cpp: the HBM ledger is charged as in
+// Python), copies the calling thread's base addresses for the Program, writes each HBM slot's
+// address, and calls the Numba executor's compiled loop (`run_encoded`) through its native entry
+// point, with Numba's calling convention (the Python side checks the function's LLVM type before
+// publishing its address). Under fast numerics a hit calls the op's ATen-CPU kernel on CPU views of
+// the neuron tensors and adopts its fresh results as neuron tensors (neuron_host.cpp). The clock
+// charge and the op count are queued here and drained into the device clock and the op tracking by
+// Python before anything reads or charges them (fast.drain), so the profiler sees the same records
+// in the same order. A run that stopped (an index out of bounds, a kernel that raised)
 // goes back to Python with the stop, which raises the error the Python path raises.
 // The kernel takes no GIL and calls no Python: torch's bindings release the GIL around the dispatcher.
 
@@ -39,6 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "neuron_host.h"
 #include "neuron_keys.h"
 #include "neuron_memory.h"
 

@@ -65,14 +65,16 @@ _entries_set = False
 
 def install(registrations: list[tuple[str, str, bool]]) -> set[str]:
     """Register the C++ kernel of each (name for the library, op name, writes its first argument);
-    returns the op names it took (their Python kernels go on PrivateUse2). Nothing if the library
-    is unavailable."""
+    returns the op names it took (their Python kernels go on PrivateUse2). Nothing if the cached-op
+    library is not built yet (a process on a cold cache: it is built after the process exits)."""
     global _lib, pending, publishable, stops
     try:
         from neuronsim.device import cpp
 
-        lib = cpp.load()
+        lib = cpp.load_ops()
     except Exception:  # (a missing compiler was reported by the device guard's install already)
+        return set()
+    if lib is None:
         return set()
     _declare(lib)
     _lib = lib
