@@ -1,7 +1,8 @@
 """``nki.jit`` kernels: a signature is traced once into Programs and cached.
 
-A :class:`Kernel` specializes on the call's signature — array shapes and dtypes, the values of the
-other arguments (trace-time constants), the launch grid and the chip — into a
+A :class:`Kernel` specializes on the call's signature — array shapes and dtypes (each array's, of a
+list or tuple of arrays), the values of the other arguments (trace-time constants), the launch grid
+and the chip — into a
 :class:`~neuronsim.nki.traced.TracedKernel` (``traced.py``: one trace per SPMD instance, allocated
 and built into Programs). It is cached, so running the same signature again costs no tracing (and
 ``sim.prepare`` caches the schedules of its Programs). Calling a kernel with arrays launches it
