@@ -43,6 +43,16 @@ def _array_key(x):
     return ("array", tuple(x.shape), str(x.dtype))
 
 
+def _arg_key(x):
+    """An argument's part of the signature: an array's shape and dtype, for a list or tuple of arrays
+    each one's (the tracer takes them as arrays too, never their values), else the constant itself."""
+    if is_array(x):
+        return _array_key(x)
+    if isinstance(x, (tuple, list)) and x and all(is_array(e) for e in x):
+        return ("arrays", type(x).__name__, tuple(_array_key(e) for e in x))
+    return _const_key(x)
+
+
 def _const_key(x):
     try:
         hash(x)
@@ -150,7 +160,7 @@ class Kernel:
             else [(f"arg{i}", a) for i, a in enumerate(args)]
         )
         key = (
-            tuple((n, _array_key(v) if is_array(v) else _const_key(v)) for n, v in items),
+            tuple((n, _arg_key(v)) for n, v in items),
             self.grid,
             spec.name,
             id(spec),

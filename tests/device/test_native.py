@@ -3,6 +3,7 @@ declines, in-place aliasing, the clock's records, fast numerics and the HBM ledg
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -63,6 +64,36 @@ def test_a_signature_is_traced_once_and_reused():
     assert len(cache) == before + 2
     entry = next(e for e in cache.values() if not native.is_declined(e) and e.output_specs[0][0] == (37, 5))
     assert entry.traced.instructions > 0 and entry.prepared.timeline.total_ns > 0
+
+
+def test_a_signatures_first_call_pauses_the_collector_and_restores_it(monkeypatch):
+    seen = []
+    build = NativeOp._build
+
+    def spying(self, args, kwargs):
+        seen.append(gc.isenabled())
+        return build(self, args, kwargs)
+
+    monkeypatch.setattr(NativeOp, "_build", spying)
+    a = torch.randn(41, 7, device="neuron")
+    assert gc.isenabled()
+    a * 3.5
+    assert seen and not any(seen) and gc.isenabled()  # off while building, on again after
+    built = len(seen)
+    gc.disable()
+    try:
+        a - 1.5  # a collector that was off stays off
+        assert len(seen) > built and not any(seen) and not gc.isenabled()
+    finally:
+        gc.enable()
+
+    def failing(self, args, kwargs):
+        raise RuntimeError("planner failed")
+
+    monkeypatch.setattr(NativeOp, "_build", failing)
+    with pytest.raises(RuntimeError, match="planner failed"):
+        a / 2.5
+    assert gc.isenabled()
 
 
 def test_uncovered_signatures_fall_back_and_the_answer_is_cached():

@@ -154,6 +154,22 @@ def test_a_traced_signature_is_cached():
     assert k.traces == 4
 
 
+def test_a_list_of_arrays_is_keyed_by_shapes_and_dtypes_not_values():
+    @nki.jit
+    def k(parts):
+        out = nl.ndarray(parts[0].shape, dtype=parts[0].dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.add(nl.load(parts[0]), nl.load(parts[1])))
+        return out
+
+    a, b = np.ones((128, 16), np.float32), np.full((128, 16), 2.0, np.float32)
+    assert np.all(nki.simulate(k)([a, b]) == 3.0)
+    assert np.all(nki.simulate(k)([a + 1, b * 4]) == 10.0)  # new values, same signature
+    assert k.traces == 1
+    nki.simulate(k)((a, b))  # a tuple is another signature, as are other shapes
+    nki.simulate(k)([np.ones((128, 8), np.float32)] * 2)
+    assert k.traces == 3
+
+
 def test_a_kernel_called_from_a_kernel_is_inlined():
     @nki.jit
     def inner(t):

@@ -15,7 +15,7 @@ import torch
 
 from neuronsim.device import dispatch, random
 from neuronsim.device.native import fast
-from neuronsim.device.native.build import build_entry
+from neuronsim.device.native.build import build_entry, collector_paused
 from neuronsim.device.native.entry import DECLINED
 from neuronsim.device.native.signature import Decline, arg_key, inplace_key, signature_key
 from neuronsim.device.schema import WrapperKind, plan_for
@@ -74,13 +74,21 @@ class NativeOp:
             return NotImplemented
         entry = self.entries.get(key)
         if entry is None:
+            return self._first_call(key, args, kwargs, opts)
+        if entry is DECLINED:
+            return NotImplemented
+        return entry.run(args, kwargs, opts)
+
+    def _first_call(self, key, args: tuple, kwargs: dict, opts):
+        """A signature's first call: build its entry (once, whichever thread is first) and run it."""
+        with collector_paused():
             with self._lock:
                 entry = self.entries.get(key)
                 if entry is None:
                     entry = self.entries[key] = self._build(args, kwargs)
-        if entry is DECLINED:
-            return NotImplemented
-        return entry.run(args, kwargs, opts)
+            if entry is DECLINED:
+                return NotImplemented
+            return entry.run(args, kwargs, opts)
 
     def _build(self, args: tuple, kwargs: dict):
         return build_entry(self, args, kwargs)
