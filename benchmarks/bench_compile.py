@@ -3,7 +3,10 @@
 kernel tracing, and loading the simulator's machine code from its disk cache; compiled: Dynamo +
 AOTAutograd + fusion + tracing), the steady-state host step time, each also in process CPU time
 (what a busy machine changes least), and per step the simulated device time, native kernel launches
-and HBM bytes they move.
+and HBM bytes they move. Each case starts from a full garbage collection, so that its first step
+pays for the collections its own objects cause, not for garbage left by the imports or the case
+before (where a full collection of the whole heap, ~0.15 s, fell was luck: one more or one fewer
+moved the first step by 10-15%).
 
     python benchmarks/bench_compile.py [--steps 6] [--json] [train_gpt options, e.g. --layers 4]
 """
@@ -11,6 +14,7 @@ and HBM bytes they move.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -32,6 +36,7 @@ def measure(compiled: bool, steps: int, extra: list[str]) -> dict:
     flags = ["--steps", str(steps), "--quiet", *extra, *(["--compile"] if compiled else [])]
     args = train_gpt.parse_args(flags)
     model, optimizer, schedule, batches = train_gpt.build(args)
+    gc.collect()
     host, cpu, device, kernels, nbytes, losses = [], [], [], [], [], []
     for step in range(steps):
         for c in clock.all_clocks().values():

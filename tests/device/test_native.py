@@ -66,34 +66,38 @@ def test_a_signature_is_traced_once_and_reused():
     assert entry.traced.instructions > 0 and entry.prepared.timeline.total_ns > 0
 
 
-def test_a_signatures_first_call_pauses_the_collector_and_restores_it(monkeypatch):
+def test_a_signatures_first_call_collects_young_objects_less_often_and_restores_it(monkeypatch):
     seen = []
     build = NativeOp._build
 
     def spying(self, args, kwargs):
-        seen.append(gc.isenabled())
+        seen.append(gc.get_threshold())
         return build(self, args, kwargs)
 
     monkeypatch.setattr(NativeOp, "_build", spying)
+    saved = gc.get_threshold()
     a = torch.randn(41, 7, device="neuron")
-    assert gc.isenabled()
-    a * 3.5
-    assert seen and not any(seen) and gc.isenabled()  # off while building, on again after
-    built = len(seen)
-    gc.disable()
     try:
-        a - 1.5  # a collector that was off stays off
-        assert len(seen) > built and not any(seen) and not gc.isenabled()
+        gc.set_threshold(700, 10, 10)
+        a * 3.5
+        assert seen and all(t == (50_000, 10, 10) for t in seen)  # while building
+        assert gc.get_threshold() == (700, 10, 10)  # put back after
+        built = len(seen)
+        gc.set_threshold(0, 10, 10)  # automatic collection off: it stays off
+        a - 1.5
+        assert len(seen) > built and all(t == (0, 10, 10) for t in seen[built:])
+        assert gc.get_threshold() == (0, 10, 10)
+
+        def failing(self, args, kwargs):
+            raise RuntimeError("planner failed")
+
+        gc.set_threshold(700, 10, 10)
+        monkeypatch.setattr(NativeOp, "_build", failing)
+        with pytest.raises(RuntimeError, match="planner failed"):
+            a / 2.5
+        assert gc.get_threshold() == (700, 10, 10)
     finally:
-        gc.enable()
-
-    def failing(self, args, kwargs):
-        raise RuntimeError("planner failed")
-
-    monkeypatch.setattr(NativeOp, "_build", failing)
-    with pytest.raises(RuntimeError, match="planner failed"):
-        a / 2.5
-    assert gc.isenabled()
+        gc.set_threshold(*saved)
 
 
 def test_uncovered_signatures_fall_back_and_the_answer_is_cached():

@@ -36,37 +36,42 @@ Tensor = torch.Tensor
 _META = torch.device("meta")
 
 
-# The garbage collector waits while a signature's first call runs (its build, and its first run,
-# which loads the machine code of opcodes not run before). That call makes thousands of objects
-# that live as long as its entry (the trace, the Program, its schedule, Numba's loaded code):
-# collecting them young finds next to nothing, and each young collection moves them on towards the
-# full collections, which walk every object of the process (~330k after importing torch: ~0.15 s
-# of CPU each here). train_gpt's first step: 173 young and 2 full collections before, 40 and 1
-# with the pause. The objects are collected as usual afterwards: nothing is left out of the
-# collector, and its state is restored (it stays off if it was off). The collector is one per
-# process: a thread that turns it off while another thread's first call runs has it on again
-# when that call ends.
-_pause_lock = threading.Lock()
-_pausing = 0  # first calls running now, in any thread
-_resume = False  # whether the collector was on when the first of them began
+# While a signature's first call runs (its build, and its first run, which loads the machine code
+# of opcodes not run before), the collector's young generation is collected only every
+# ``_FIRST_CALL_THRESHOLD`` allocations, not at the process's threshold (700 by default). That call makes
+# thousands of objects that live as long as its entry (the trace, the Program, its schedule,
+# Numba's loaded code): collecting them young finds next to nothing, and each young collection
+# moves them on towards the full collections, which walk every object of the process (~330k after
+# importing torch: ~0.15 s of CPU each here). train_gpt's first step: 173 young and 1-2 full
+# collections before, ~40 and none after (the next full one comes later, as it would have). Not
+# off: a first call that compiles machine code in place (the ``numba`` executor, or no worker)
+# runs for minutes and makes cyclic garbage all along, still collected. The thresholds are the
+# process's: they are put back when the last first call running (in any thread) ends, over any a
+# thread set meanwhile.
+_FIRST_CALL_THRESHOLD = 50_000
+_relax_lock = threading.Lock()
+_relaxed = 0  # first calls running now, in any thread
+_thresholds: tuple[int, ...] = ()  # the thresholds before the first of them began
 
 
 @contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """No automatic garbage collection while the block runs (in any thread)."""
-    global _pausing, _resume
-    with _pause_lock:
-        if not _pausing:
-            _resume = gc.isenabled()
-            gc.disable()
-        _pausing += 1
+def fewer_young_collections() -> Iterator[None]:
+    """Collect the young generation far less often while the block runs (in any thread)."""
+    global _relaxed, _thresholds
+    with _relax_lock:
+        if not _relaxed:
+            _thresholds = gc.get_threshold()
+            young, *older = _thresholds
+            if young:  # 0: automatic collection is off
+                gc.set_threshold(max(young, _FIRST_CALL_THRESHOLD), *older)
+        _relaxed += 1
     try:
         yield
     finally:
-        with _pause_lock:
-            _pausing -= 1
-            if not _pausing and _resume:
-                gc.enable()
+        with _relax_lock:
+            _relaxed -= 1
+            if not _relaxed:
+                gc.set_threshold(*_thresholds)
 
 
 def build_entry(native_op, args: tuple, kwargs: dict):

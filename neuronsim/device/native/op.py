@@ -15,7 +15,7 @@ import torch
 
 from neuronsim.device import dispatch, random
 from neuronsim.device.native import fast
-from neuronsim.device.native.build import build_entry, collector_paused
+from neuronsim.device.native.build import build_entry, fewer_young_collections
 from neuronsim.device.native.entry import DECLINED
 from neuronsim.device.native.signature import Decline, arg_key, inplace_key, signature_key
 from neuronsim.device.schema import WrapperKind, plan_for
@@ -81,7 +81,7 @@ class NativeOp:
 
     def _first_call(self, key, args: tuple, kwargs: dict, opts):
         """A signature's first call: build its entry (once, whichever thread is first) and run it."""
-        with collector_paused():
+        with fewer_young_collections():
             with self._lock:
                 entry = self.entries.get(key)
                 if entry is None:
