@@ -4,9 +4,10 @@ Reads unit names (``warmup.UNITS``), one a line, from stdin; compiles each into 
 (``warmup.warm``: under the cache's compile lock, so processes sharing the cache compile a unit once)
 and answers ``ready <unit>`` or ``failed <unit>`` on stdout. It ends at the end of its input — after
 the process that started it exited, if that one left units for it — at a lower CPU priority than
-that process. While it lives it holds ``tiers.WORKER_LOCK`` shared (``tiers.wait_for_workers``; the
-caller takes it and hands it over, file descriptor and path given as the arguments, so there is no moment
-when a started worker does not hold it), and
+that process (one started at that process's exit is run only once the process is gone:
+``tiers._START_WORKER``). While it lives it holds ``tiers.WORKER_LOCK`` shared
+(``tiers.wait_for_workers``; the caller takes it and hands it over, file descriptor and path given
+as the arguments, so there is no moment when a started worker does not hold it), and
 when it ends it appends its CPU seconds and units to ``background.log`` in the cache directory (its
 errors go to ``background.err`` there). It never outlives its cache: when the directory is
 deleted (a test's temporary cache, a cleared cache), it stops at once, whatever is left.

@@ -15,7 +15,8 @@ Results and cycle counts are the same whichever tier ran. The worker compiles on
 the loop and the scheduler first, then the unit whose interpreted form has taken the most time so
 far. It starts once the process has spent ``START_AFTER_CPU_S`` of CPU time in interpreted forms
 (why: below), or at exit. When the process exits, the worker is handed what is left and finishes it
-on its own, at a lower priority, so that the next run finds everything this one used in the cache.
+on its own, at a lower priority, so that the next run finds everything this one used in the cache;
+one started at exit begins once the process is gone.
 A process that cannot start the worker compiles in place, as the ``numba`` executor always does.
 """
 
@@ -38,13 +39,23 @@ from neuronsim.sim import _numba_cache
 
 WORKER_LOCK = ".workers.lock"  # held shared by every live worker of a cache directory
 # How a worker starts: not at all if its cache directory is gone already (deleted while it was being
-# started), checked before anything imports neuronsim.sim, which would make the directory again.
-_START_WORKER = """import os, sys
-try:
-    there = os.stat(sys.argv[2]).st_ino == os.fstat(int(sys.argv[1])).st_ino
-except OSError:
-    there = False
-if there:
+# started), checked before anything imports neuronsim.sim, which would make the directory again. One
+# started at its caller's exit is given a pipe's read end (argv[3]) whose write end the caller keeps
+# until it is gone: it waits for the EOF before it imports anything, so it never takes CPU from the
+# caller's own exit (a second or more: interpreter and library teardown) or from processes started
+# together with it that are ending too.
+_START_WORKER = """import os, select, sys
+def there():
+    try:
+        return os.stat(sys.argv[2]).st_ino == os.fstat(int(sys.argv[1])).st_ino
+    except OSError:
+        return False
+go = there()
+if go and len(sys.argv) > 3:
+    caller = int(sys.argv[3])
+    while go and not (select.select([caller], [], [], 0.5)[0] and not os.read(caller, 4096)):
+        go = there()
+if go:
     import runpy
     runpy.run_module("neuronsim.sim.compile_worker", run_name="__main__", alter_sys=True)
 """
@@ -119,9 +130,11 @@ class _Units:
         self.sent: str | None = None  # the unit the worker is compiling
         self.failed: set[str] = set()  # units the worker could not compile
         self.interpreted_s = 0.0  # CPU seconds in interpreted forms, until the worker starts
+        self.caller_end: int | None = None  # a worker started at exit waits for this pipe's EOF
 
     # -- the worker
-    def start_worker(self) -> bool:
+    def start_worker(self, at_exit: bool = False) -> bool:
+        """Start the worker (``at_exit``: it starts compiling once this process is gone)."""
         if self.worker is not None:
             return True
         if self.worker_failed:
@@ -140,19 +153,23 @@ class _Units:
         # Its answers come through a pipe read with os.read, no file object: closing a file object
         # at exit would wait for the reader thread's read, i.e. for the unit being compiled.
         answers, answer_end = os.pipe()
+        argv, fds = [sys.executable, "-c", _START_WORKER, str(lock), str(lock_path)], [lock]
+        if at_exit:  # (the write end stays open, not inherited by what this process execs, until it is gone)
+            caller, self.caller_end = os.pipe()
+            argv.append(str(caller))
+            fds.append(caller)
         try:
             fcntl.flock(lock, fcntl.LOCK_SH)
             self.worker = subprocess.Popen(
-                [sys.executable, "-c", _START_WORKER, str(lock), str(lock_path)], stdin=subprocess.PIPE,
-                stdout=answer_end, stderr=log, env=env, start_new_session=True, text=True, bufsize=1,
-                pass_fds=(lock,))
+                argv, stdin=subprocess.PIPE, stdout=answer_end, stderr=log, env=env, start_new_session=True,
+                text=True, bufsize=1, pass_fds=fds)
         except OSError:
             os.close(answers)
             self.worker_failed = True
             return False
         finally:
-            os.close(lock)
-            os.close(answer_end)
+            for fd in (*fds, answer_end):
+                os.close(fd)
             if log is not subprocess.DEVNULL:
                 log.close()
         threading.Thread(target=self._read, args=(answers,), name="neuronsim-compile-worker",
@@ -217,7 +234,7 @@ class _Units:
         finishes them on its own."""
         with self.lock:
             if self.worker is None and any(s == _PENDING for s in self.state.values()):
-                self.start_worker()
+                self.start_worker(at_exit=True)
             if self.worker is None or self.worker_failed:
                 return
             rest = sorted((u for u, s in self.state.items() if s == _PENDING and u != self.sent),

@@ -6,11 +6,14 @@ enough, or at exit) fills the cache, and the next process loads what the worker 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +26,7 @@ import neuronsim
 from neuronsim import sim
 from neuronsim.errors import KernelFaultError
 from neuronsim.sim import ProgramBuilder, execute_numba, tiers
+from neuronsim.sim._numba_cache import _IN_USE
 from neuronsim.sim.ir import Opcode, Program
 
 _ROOT = Path(neuronsim.__file__).resolve().parent.parent
@@ -171,10 +175,11 @@ class _Worker:
 def units(monkeypatch):
     """A fresh process's tier state whose worker start is recorded (``units.starts``), not done."""
     units = tiers._Units()
-    units.starts, units.startable = [], True
+    units.starts, units.at_exit, units.startable = [], [], True
 
-    def start_worker() -> bool:
+    def start_worker(at_exit: bool = False) -> bool:
         units.starts.append(sum(units.seconds.values()))
+        units.at_exit.append(at_exit)
         if units.startable:
             units.worker = _Worker()
         return units.startable
@@ -195,6 +200,7 @@ def test_the_worker_starts_once_the_process_has_spent_enough_time_interpreted(un
     tiers.ran_interpreted("scheduler", tiers.START_AFTER_CPU_S * 0.1)
     tiers.ran_interpreted("memset", tiers.START_AFTER_CPU_S * 0.3)
     assert units.starts == [tiers.START_AFTER_CPU_S] and units.worker.sent == ["scheduler"]  # the loop first
+    assert units.at_exit == [False]
     assert not _cold("activation")  # sent after the scheduler is ready
     units.hand_over()
     assert units.worker.sent == ["scheduler", "memset", "activation"] and units.worker.closed
@@ -205,6 +211,7 @@ def test_a_short_run_starts_its_worker_at_exit_with_everything_it_lacked(units):
     tiers.ran_interpreted("activation", tiers.START_AFTER_CPU_S / 2)
     units.hand_over()
     assert len(units.starts) == 1 and units.worker.sent == ["activation", "memset"] and units.worker.closed
+    assert units.at_exit == [True]  # it compiles once this process is gone
 
 
 def test_a_process_that_cannot_start_its_worker_compiles_in_place(units):
@@ -262,42 +269,63 @@ def test_a_cold_process_runs_at_once_and_the_next_loads_what_its_worker_compiled
     assert np.frombuffer(bytes(warm["bytes"]), np.float32).tolist() == [3.5] * 128
 
 
+def _start_worker(root: Path, deleted_first: bool = False, caller: int | None = None):
+    """A compile worker on a new cache under ``root``, as ``tiers`` starts one (``caller``: the read end
+    of its caller's pipe, as at exit): (the process, its cache directory)."""
+    from neuronsim.sim._numba_cache import sources_hash
+
+    cache = root / sources_hash()
+    cache.mkdir(parents=True)
+    lock_path = cache / tiers.WORKER_LOCK
+    lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(lock, fcntl.LOCK_SH)
+    if deleted_first:  # while the worker is being started
+        shutil.rmtree(root)
+    env = dict(os.environ, NEURON_SIM_CACHE_DIR=str(root),
+               PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
+    argv, fds = [sys.executable, "-c", tiers._START_WORKER, str(lock), str(lock_path)], [lock]
+    if caller is not None:
+        argv.append(str(caller))
+        fds.append(caller)
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                pass_fds=fds), cache
+    finally:
+        os.close(lock)
+
+
+def _wait_until_up(worker: subprocess.Popen, cache: Path) -> None:
+    """Until the worker has imported the simulator (which marks the cache in use)."""
+    deadline = time.monotonic() + 300
+    while not (cache / _IN_USE).exists():
+        assert worker.poll() is None and time.monotonic() < deadline, worker.stderr.read()
+        time.sleep(0.05)
+
+
 def test_a_worker_stops_when_its_cache_directory_is_deleted(tmp_path):
     """A compile worker never outlives its cache (a test's temporary cache, a cleared one): one
     whose directory is gone before it starts never imports the simulator (which would make the
     directory again), and one running stops within a second of the deletion, even while it waits
     for units."""
-    import fcntl
-    import shutil
-    import time
-
-    from neuronsim.sim._numba_cache import _IN_USE, sources_hash
-
-    def start(root: Path, deleted_first: bool = False) -> tuple[subprocess.Popen, Path]:
-        cache = root / sources_hash()
-        cache.mkdir(parents=True)
-        lock_path = cache / tiers.WORKER_LOCK
-        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
-        fcntl.flock(lock, fcntl.LOCK_SH)
-        if deleted_first:  # while the worker is being started
-            shutil.rmtree(root)
-        env = dict(os.environ, NEURON_SIM_CACHE_DIR=str(root),
-                   PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
-        try:
-            return subprocess.Popen([sys.executable, "-c", tiers._START_WORKER, str(lock), str(lock_path)],
-                                    stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                    pass_fds=(lock,)), cache
-        finally:
-            os.close(lock)
-
-    gone, _ = start(tmp_path / "gone", deleted_first=True)
-    running, cache = start(tmp_path / "running")
+    gone, _ = _start_worker(tmp_path / "gone", deleted_first=True)
+    running, cache = _start_worker(tmp_path / "running")
     assert gone.wait(timeout=60) == 0
     assert not (tmp_path / "gone").exists()
-    deadline = time.monotonic() + 300
-    while not (cache / _IN_USE).exists():  # the simulator is imported: the worker is up
-        assert running.poll() is None and time.monotonic() < deadline, running.stderr.read()
-        time.sleep(0.05)
+    _wait_until_up(running, cache)
     shutil.rmtree(tmp_path / "running")
     assert running.wait(timeout=10) == 0  # its stdin is still open: it left because the cache went
     running.stdin.close()
+
+
+def test_a_worker_started_at_exit_starts_once_its_caller_is_gone(tmp_path):
+    """Not during its caller's own exit: it imports nothing while the caller's end of the pipe is
+    open (the caller's process lives), and starts at the EOF."""
+    caller, caller_end = os.pipe()
+    worker, cache = _start_worker(tmp_path / "c", caller=caller)
+    os.close(caller)
+    time.sleep(1.0)  # (the simulator's import takes ~0.5 s)
+    assert worker.poll() is None and not (cache / _IN_USE).exists()
+    os.close(caller_end)  # the caller is gone
+    _wait_until_up(worker, cache)
+    worker.stdin.close()
+    assert worker.wait(timeout=60) == 0
