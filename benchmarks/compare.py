@@ -13,7 +13,7 @@ so neither version's cache pushes out the other's.
 
 Each benchmark runs as a fresh process in each tree (``NEURON_SIM=1``), alternating baseline,
 current, baseline, ... so both see the same machine load. By default both trees run this checkout's
-script (copied beside the baseline's own, so it finds that tree's examples): the same measurements,
+script (copied beside the baseline's own for its runs, so it finds that tree's examples): the same measurements,
 including the CPU times the scripts print (thread or process CPU time, which a busy machine changes
 far less than wall time); ``--own-scripts`` runs each tree's own, as does a baseline this checkout's
 script fails on (it imports what the baseline lacks). Besides what a script prints, each
@@ -64,9 +64,13 @@ def _script_in(tree: Path, script: str, own: bool) -> Path:
     """The script a tree runs: its own, or this checkout's copied into its ``benchmarks/``."""
     if own or tree == ROOT:
         return tree / "benchmarks" / script
-    copy = tree / "benchmarks" / f"{Path(script).stem}.current.py"
+    copy = _copy_path(tree, script)
     shutil.copyfile(ROOT / "benchmarks" / script, copy)
     return copy
+
+
+def _copy_path(tree: Path, script: str) -> Path:
+    return tree / "benchmarks" / f"{Path(script).stem}.current.py"
 
 
 def _children_cpu() -> float:
@@ -172,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(str(failed)) from None
             print(f"== {script}, run {r + 1}: baseline {args.baseline}\n{base_runs[-1]}"
                   f"== {script}, run {r + 1}: current\n{head_runs[-1]}", flush=True)
+        _copy_path(base_tree, script).unlink(missing_ok=True)  # the export stays the commit's tree
         scripts = "each tree's own script" if own else "this checkout's script in both"
         title = (f"== {script}: baseline {args.baseline} -> current, medians of {args.repeats} alternating "
                  f"runs (load {min(loads):.1f}-{max(loads):.1f}; {scripts})")
