@@ -13,11 +13,11 @@ so neither version's cache pushes out the other's.
 
 Each benchmark runs as a fresh process in each tree (``NEURON_SIM=1``), alternating baseline,
 current, baseline, ... so both see the same machine load. By default both trees run this checkout's
-script (copied beside the baseline's own for its runs, so it finds that tree's examples): the same measurements,
-including the CPU times the scripts print (thread or process CPU time, which a busy machine changes
-far less than wall time); ``--own-scripts`` runs each tree's own, as does a baseline this checkout's
-script fails on (it imports what the baseline lacks). Besides what a script prints, each
-run's process CPU time (user + system, its children included) is measured here.
+script (copied beside the baseline's own for its runs, so it finds that tree's examples): the same
+measurements, including the CPU times the scripts print (thread or process CPU time, which a busy
+machine changes far less than wall time); ``--own-scripts`` runs each tree's own, as does a
+baseline this checkout's script fails on (it imports what the baseline lacks). Besides what a
+script prints, each run's process CPU time (user + system, its children included) is measured here.
 
 It prints every run's output, then per script and at the end for all of them, line by line, each
 number as baseline -> current (medians over the repeats) and their ratio: a time that grew, or a
