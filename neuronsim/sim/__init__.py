@@ -11,7 +11,7 @@ from neuronsim.sim._numba_cache import neuronsim_cache_dir
 
 with neuronsim_cache_dir():
     # Every module defining Numba functions is imported here, inside the cache context.
-    from neuronsim.sim import engines, execute_numba, schedule  # noqa: F401
+    from neuronsim.sim import engines, execute_numba, kernel_bundle, schedule  # noqa: F401
     from neuronsim.sim.memory import access, copy, numerics  # noqa: F401
 
 

@@ -2,9 +2,10 @@
 
 Reads unit names (``warmup.UNITS``), one a line, from stdin; compiles each into the disk cache
 (``warmup.warm``: under the cache's compile lock, so processes sharing the cache compile a unit once)
-and answers ``ready <unit>`` or ``failed <unit>`` on stdout. It ends at the end of its input — after
-the process that started it exited, if that one left units for it — at a lower CPU priority than
-that process (one started at that process's exit is run only once the process is gone:
+and answers ``ready <unit>`` or ``failed <unit>`` on stdout. At the end of its input it builds the
+bundle of the common kernels if all of them are cached and it is not (``kernel_bundle.py``), then
+ends — after the process that started it exited, if that one left units for it — at a lower CPU
+priority than that process (one started at that process's exit is run only once the process is gone:
 ``tiers._START_WORKER``). While it lives it holds ``tiers.WORKER_LOCK`` shared
 (``tiers.wait_for_workers``; the caller takes it and hands it over, file descriptor and path given
 as the arguments, so there is no moment when a started worker does not hold it), and
@@ -56,7 +57,7 @@ def main() -> int:
     if len(sys.argv) > 2:  # the lock the caller took for it (shared, on the file it opened), its path
         lock = int(sys.argv[1])
         _stop_when_deleted(lock, sys.argv[2])
-    from neuronsim.sim import tiers, warmup
+    from neuronsim.sim import kernel_bundle, tiers, warmup
     from neuronsim.sim._numba_cache import cache_dir
 
     if len(sys.argv) <= 2:
@@ -83,6 +84,11 @@ def main() -> int:
             except OSError:  # the caller has exited: finish its units all the same
                 answering = False
                 sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    try:  # nothing left to do: link the common kernels into one unit once all of them are cached
+        if kernel_bundle.build_if_due():
+            done.append(kernel_bundle.UNIT)
+    except Exception:  # noqa: BLE001 - processes load the kernels one by one instead
+        traceback.print_exc()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     record = {"pid": os.getpid(), "cpu_s": usage.ru_utime + usage.ru_stime, "units": done}
     try:

@@ -140,10 +140,13 @@ def entry_address(dispatcher) -> int:
 
 
 def load_kernel(op: Opcode) -> None:
-    """Make ``op`` runnable in this process: load its kernel from the disk cache, or compile it."""
+    """Make ``op`` runnable in this process: load its kernel from the disk cache (from the bundle of
+    common kernels if it is there: ``kernel_bundle.py``), or compile it."""
+    from neuronsim.sim import kernel_bundle
+
     op = Opcode(op)
     with _entries_lock:
-        if ENTRIES[op]:
+        if ENTRIES[op] or kernel_bundle.fill(op):
             return
         kernel = kernel_for(op)
         kernel.compile(KERNEL_ARGS)
@@ -152,8 +155,10 @@ def load_kernel(op: Opcode) -> None:
 
 def _load_cached_kernel(op: Opcode) -> bool:
     """Load ``op``'s kernel if its machine code is in the disk cache (compiling nothing)."""
+    from neuronsim.sim import kernel_bundle
+
     with _entries_lock:
-        if ENTRIES[op]:
+        if ENTRIES[op] or kernel_bundle.fill(op):
             return True
         kernel = kernel_for(op)
         if not tiers.load_cached(kernel, KERNEL_ARGS):

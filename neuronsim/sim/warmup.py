@@ -2,10 +2,11 @@
 
 Numba compiles the executor and the scheduler on first use and keeps the machine code in its disk
 cache (``_numba_cache``: one directory per version of these sources). The compile units are the
-executor's loop, the scheduler and one kernel per opcode (``execute_numba``); a process compiles
-only the units its Programs use — the tiered executor in a worker process (``tiers.py``), which
-calls :func:`warm` — when they first use them. Warming up compiles every unit, so that a CI cache or
-a container image holds everything before the first real kernel.
+executor's loop, the scheduler, one kernel per opcode (``execute_numba``) and the bundle of the
+common kernels (``kernel_bundle``); a process compiles only the units its Programs use — the tiered
+executor in a worker process (``tiers.py``), which calls :func:`warm` — when they first use them.
+Warming up compiles every unit, so that a CI cache or a container image holds everything before the
+first real kernel.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neuronsim.sim import execute_numba, schedule
+from neuronsim.sim import execute_numba, kernel_bundle, schedule
 from neuronsim.sim._numba_cache import cache_dir
 from neuronsim.sim.chips import get_chip
 from neuronsim.sim.ir import Opcode, Program, ProgramBuilder
@@ -78,6 +79,8 @@ UNITS: tuple[WarmupUnit, ...] = (
     WarmupUnit("branch_loop", "the executor's loop for Programs with branches", compile=_compile_branch_loop),
     WarmupUnit("scheduler", "the scheduler", compile=_compile_scheduler),
     *(WarmupUnit(op.name.lower(), f"the {op.name} kernel", opcode=op) for op in Opcode),
+    # last: linked from the kernels above, once they are cached
+    WarmupUnit(kernel_bundle.UNIT, "the common kernels in one unit", compile=kernel_bundle.build),
 )
 
 

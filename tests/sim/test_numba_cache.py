@@ -159,14 +159,14 @@ def test_cached_kernels_agree_with_fresh_compiles_and_the_reference(tmp_path):
 
 
 # The executor as a warm process runs it: random programs (program_fuzz's generator) in a child
-# that loads every opcode's kernel and the executor's loop from the cache this process filled,
-# against the reference executor.
+# that loads every opcode's kernel (the common ones from their bundle) and the executor's loop from
+# the cache this process filled, against the reference executor.
 _FUZZ_CHILD = r'''
 import json, random, sys
 sys.path.insert(0, sys.argv[1])
 from opcode_generators import random_program
 from program_fuzz import assert_executors_agree, random_inputs
-from neuronsim.sim import execute_numba
+from neuronsim.sim import execute_numba, kernel_bundle
 from neuronsim.sim.ir import Opcode
 
 wrong = []
@@ -176,8 +176,11 @@ for seed in range(int(sys.argv[2])):
         assert_executors_agree(program, random_inputs(program, seed), f"(seed {seed}) ")
     except AssertionError as err:
         wrong.append(str(err)[:1500])
-units = [execute_numba.run_encoded] + [execute_numba.kernel_for(op) for op in execute_numba.loaded_opcodes()]
+bundled = kernel_bundle.bundled_opcodes()
+units = [execute_numba.run_encoded, kernel_bundle.common_entries] + [
+    execute_numba.kernel_for(op) for op in execute_numba.loaded_opcodes() - bundled]
 print(json.dumps({"wrong": wrong[:3], "n_wrong": len(wrong), "opcodes": len(execute_numba.loaded_opcodes()),
+                  "bundled": sorted(op.name for op in bundled),
                   "hits": sum(sum(u.stats.cache_hits.values()) for u in units),
                   "misses": sum(sum(u.stats.cache_misses.values()) for u in units)}))
 '''
@@ -187,9 +190,10 @@ def test_random_programs_agree_when_the_executor_is_loaded_from_the_cache():
     from opcode_generators import random_program
     from program_fuzz import assert_executors_agree, random_inputs
 
+    from neuronsim.sim import kernel_bundle
     from neuronsim.sim.warmup import warm_all
 
-    warm_all()  # compiles the loop and every opcode's kernel here: the cache is filled
+    warm_all()  # compiles the loop, every opcode's kernel and their bundle here: the cache is filled
     _, program = random_program(random.Random(0), 0)
     assert_executors_agree(program, random_inputs(program, 0))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
@@ -198,7 +202,9 @@ def test_random_programs_agree_when_the_executor_is_loaded_from_the_cache():
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["opcodes"] >= 10, result  # the programs used many opcodes (each kernel its own unit)
-    assert result["hits"] > result["opcodes"] and result["misses"] == 0, \
+    # the common kernels ran from their bundle (kernel_bundle.py), the others from their own units
+    assert result["bundled"] == sorted(op.name for op in kernel_bundle.COMMON), result
+    assert result["hits"] > result["opcodes"] - len(result["bundled"]) and result["misses"] == 0, \
         f"the child compiled part of the executor itself instead of loading it from the cache: {result}"
     assert result["n_wrong"] == 0, "\n".join(result["wrong"])
 

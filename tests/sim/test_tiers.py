@@ -25,7 +25,7 @@ from program_fuzz import random_inputs, run_snapshot
 import neuronsim
 from neuronsim import sim
 from neuronsim.errors import KernelFaultError
-from neuronsim.sim import ProgramBuilder, execute_numba, tiers
+from neuronsim.sim import ProgramBuilder, execute_numba, kernel_bundle, tiers
 from neuronsim.sim._numba_cache import _IN_USE
 from neuronsim.sim.ir import Opcode, Program
 
@@ -128,6 +128,44 @@ def test_a_program_with_branches_gives_the_same_bytes_path_and_cycles_on_every_t
         if tried == 4:
             break
     assert tried == 4
+
+
+def test_the_common_kernels_from_their_bundle_give_the_same_bytes_and_cycles_as_every_tier():
+    """A process that finds the bundle of the common kernels in the cache (``kernel_bundle.py``)
+    runs them from it: the same bytes and cycle counts as the interpreted tier."""
+    kernel_bundle.build()  # asked for here (~9 s once per cache; the compile worker builds it otherwise)
+    saved = execute_numba.ENTRIES.copy(), kernel_bundle._addresses, kernel_bundle._tried
+    try:
+        execute_numba.ENTRIES[list(kernel_bundle.COMMON)] = 0  # as in a new process
+        kernel_bundle._addresses, kernel_bundle._tried = None, False
+        execute_numba.load_kernel(Opcode.MEMSET)  # the first common kernel loads all of them
+        assert kernel_bundle.bundled_opcodes() == set(kernel_bundle.COMMON)
+        tried = 0
+        for seed in range(40):
+            _, program = random_program(random.Random(seed), seed, length=6)
+            used = {ins.opcode for ins in program.instructions}
+            if program.has_control or len(used & set(kernel_bundle.COMMON)) < 3:
+                continue
+            _same_on_every_tier(program, seed)
+            tried += 1
+            if tried == 4:
+                break
+        assert tried == 4 and kernel_bundle.bundled_opcodes() == set(kernel_bundle.COMMON)
+    finally:
+        execute_numba.ENTRIES[:], kernel_bundle._addresses, kernel_bundle._tried = saved
+
+
+def test_the_worker_builds_the_bundle_once_every_common_kernel_is_cached(monkeypatch):
+    cached, built = set(), []
+    monkeypatch.setattr(kernel_bundle, "build", lambda: built.append(True))
+    monkeypatch.setattr(tiers, "load_cached", lambda dispatcher, sig: dispatcher in cached)
+    kernels = [execute_numba.kernel_for(op) for op in kernel_bundle.COMMON]
+    cached.update(kernels[1:])
+    assert not kernel_bundle.build_if_due() and built == []  # a common kernel is not cached yet
+    cached.add(kernels[0])
+    assert kernel_bundle.build_if_due() and built == [True]
+    cached.add(kernel_bundle.common_entries)
+    assert not kernel_bundle.build_if_due() and built == [True]  # the bundle is in the cache already
 
 
 @njit(cache=False)
