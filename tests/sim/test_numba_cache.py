@@ -274,10 +274,13 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_a_compile_shows_a_progress_line_on_a_terminal_only(monkeypatch):
+def test_a_compile_shows_a_progress_line_on_a_terminal_only(monkeypatch, tmp_path):
     from neuronsim.sim import _numba_cache
 
     monkeypatch.setattr(_numba_cache._Progress, "_QUIET_SECONDS", 0.01)
+    # a lock of its own: another process compiling into the suite's cache would make this one wait
+    # (and show the waiting line instead)
+    monkeypatch.setattr(_numba_cache, "_active_dir", tmp_path)
     for stream, shown in ((_Terminal(), True), (io.StringIO(), False)):
         monkeypatch.setattr(sys, "stderr", stream)
         with _numba_cache.compile_lock("memset kernel"):
