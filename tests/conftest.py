@@ -20,4 +20,3 @@ def pytest_addoption(parser):
         action="store_true",
         help="Rewrite tests/golden/data from this tree's profiles (review the diff before committing).",
     )
-

@@ -24,25 +24,19 @@ import sys
 import threading
 import traceback
 
+from neuronsim.handoff import lock_is_there
+
 _WATCH_SECONDS = 0.5
-
-
-def _lock_is_there(fd: int, path: str) -> bool:
-    """Whether ``path`` is still the file open as ``fd`` (an open file's inode is never reused)."""
-    try:
-        return os.stat(path).st_ino == os.fstat(fd).st_ino
-    except OSError:
-        return False
 
 
 def _stop_when_deleted(lock: int, path: str) -> None:
     """Exit the process as soon as its cache directory is gone or replaced (its worker lock with
     it): nothing would read what it compiles."""
-    if not _lock_is_there(lock, path):
+    if not lock_is_there(lock, path):
         os._exit(0)
 
     def watch() -> None:
-        while _lock_is_there(lock, path):
+        while lock_is_there(lock, path):
             threading.Event().wait(_WATCH_SECONDS)
         os._exit(0)
 

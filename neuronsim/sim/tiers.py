@@ -44,18 +44,11 @@ WORKER_LOCK = ".workers.lock"  # held shared by every live worker of a cache dir
 # until it is gone: it waits for the EOF before it imports anything, so it never takes CPU from the
 # caller's own exit (a second or more: interpreter and library teardown) or from processes started
 # together with it that are ending too.
-_START_WORKER = """import os, select, sys
-def there():
-    try:
-        return os.stat(sys.argv[2]).st_ino == os.fstat(int(sys.argv[1])).st_ino
-    except OSError:
-        return False
-go = there()
-if go and len(sys.argv) > 3:
-    caller = int(sys.argv[3])
-    while go and not (select.select([caller], [], [], 0.5)[0] and not os.read(caller, 4096)):
-        go = there()
-if go:
+_START_WORKER = """import sys
+from neuronsim.handoff import lock_is_there, wait_for_exit
+lock, path = int(sys.argv[1]), sys.argv[2]
+gone = lambda: not lock_is_there(lock, path)
+if not gone() and (len(sys.argv) <= 3 or wait_for_exit(int(sys.argv[3]), gone)):
     import runpy
     runpy.run_module("neuronsim.sim.compile_worker", run_name="__main__", alter_sys=True)
 """

@@ -25,16 +25,16 @@ import fcntl
 import json
 import os
 import resource
-import select
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+from neuronsim.handoff import lock_is_there, wait_for_exit
+
 BUILDER_LOCK = "neuron_ops.builder.lock"
 LOG = "neuron_ops.log"  # a line per builder that ended: its CPU seconds (its compiler's included)
 PRIORITY = 10  # nice: the processes still running come first
-_WATCH_S = 0.5
 
 _scheduled = threading.Lock()
 _caller_end: int | None = None  # the pipe's write end: open until this process is gone
@@ -103,24 +103,6 @@ def wait_for_builder(cache: Path) -> None:
         os.close(fd)
 
 
-def _lock_is_there(fd: int, path: str) -> bool:
-    """Whether ``path`` is still the file open as ``fd`` (an open file's inode is never reused)."""
-    try:
-        return os.stat(path).st_ino == os.fstat(fd).st_ino
-    except OSError:
-        return False
-
-
-def _wait_for_exit(caller: int, gone) -> bool:
-    """Until the caller has exited (EOF on ``caller``): True, or False as soon as ``gone()``."""
-    while True:
-        if gone():
-            return False
-        ready, _, _ = select.select([caller], [], [], _WATCH_S)
-        if ready and not os.read(caller, 4096):
-            return True
-
-
 def main(argv: list[str]) -> int:
     lock, lock_path, caller, spec = int(argv[0]), argv[1], int(argv[2]), argv[3]
     try:
@@ -129,9 +111,9 @@ def main(argv: list[str]) -> int:
         pass
 
     def gone() -> bool:
-        return not _lock_is_there(lock, lock_path)
+        return not lock_is_there(lock, lock_path)
 
-    if not _wait_for_exit(caller, gone):
+    if not wait_for_exit(caller, gone):
         return 0
     from neuronsim.device.cpp import build
     from neuronsim.errors import NativeBuildError
